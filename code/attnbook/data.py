@@ -1,0 +1,845 @@
+"""Synthetic tasks, vocabularies, padding and batching.
+
+Every chapter trains on data made here, from explicit seeds, with no downloads:
+
+- **Date normalisation**: ``"sat 3 march 1984"``, ``"03/03/84"``, ``"March 3, 1984"``
+  ... -> ``"1984-03-03"`` (:func:`date_task`, :func:`date_splits`).
+- **Reversal** and **copy** of random letter strings of controllable length
+  (:func:`reversal_task`, :func:`copy_task`, :func:`sequence_splits`).
+
+All tasks are character level: an :class:`Example` is a pair of strings, a
+:class:`Vocab` turns the characters of a string into integer ids and back, and
+:func:`make_batch` / :class:`Batches` pad a list of examples into tensors.
+
+Randomness always comes from a ``random.Random(seed)`` made for the call, never from
+the global random state, so the same seed gives the same data on every machine.
+"""
+
+import datetime
+import math
+import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+__all__ = [
+    "Example",
+    "Splits",
+    "Vocab",
+    "build_vocabs",
+    "Batch",
+    "make_batch",
+    "Batches",
+    "FIRST_DATE",
+    "LAST_DATE",
+    "MONTH_NAMES",
+    "WEEKDAY_NAMES",
+    "DATE_FORMATS",
+    "date_fields",
+    "format_date",
+    "date_task",
+    "date_splits",
+    "DEFAULT_ALPHABET",
+    "reversal_task",
+    "copy_task",
+    "sequence_splits",
+    "reverse_sources",
+]
+
+
+# --------------------------------------------------------------------------------------
+# Examples and splits
+# --------------------------------------------------------------------------------------
+
+
+class Example(NamedTuple):
+    """One training pair of a character-level task.
+
+    Args:
+        source: the input string, e.g. ``"sat 3 march 1984"``.
+        target: the string the model should produce, e.g. ``"1984-03-03"``.
+    """
+
+    source: str
+    target: str
+
+
+class Splits(NamedTuple):
+    """Training, validation and test examples of one task.
+
+    Args:
+        train: examples to learn from.
+        valid: examples to choose settings and stop training with.
+        test: examples to report results on, touched once at the end.
+    """
+
+    train: list[Example]
+    valid: list[Example]
+    test: list[Example]
+
+
+def _check_count(value: int, name: str) -> None:
+    """Raise a ValueError unless ``value`` is an int >= 0."""
+    if not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {name}={value!r}")
+
+
+def _check_seed(seed: int) -> None:
+    """Raise a ValueError unless ``seed`` is an int."""
+    if not isinstance(seed, int):
+        raise ValueError(f"seed must be an int, got seed={seed!r}")
+
+
+# --------------------------------------------------------------------------------------
+# Vocabulary
+# --------------------------------------------------------------------------------------
+
+
+class Vocab:
+    """A mapping between symbols (here: characters) and integer ids.
+
+    The first four ids are the special tokens every vocabulary of the course shares:
+    ``0 = "<pad>"`` (padding), ``1 = "<bos>"`` (begin of sequence), ``2 = "<eos>"``
+    (end of sequence) and ``3 = "<unk>"`` (unknown). The given symbols follow, in the
+    order given, from id 4 on.
+
+    Args:
+        symbols: the symbols of the vocabulary, each a non-empty string, no repeats and
+            none equal to a special token's name.
+        name: what the vocabulary is for (``"source"`` or ``"target"``); error
+            messages use it.
+        allow_unk: if ``False`` (default), encoding an unknown symbol raises a
+            ``ValueError``; if ``True``, it is encoded as ``unk_id``.
+
+    Raises:
+        ValueError: if a symbol is repeated, empty, not a string, or a special name.
+
+    Example:
+        >>> v = Vocab("abc")
+        >>> v.encode("cab", add_eos=True)
+        [6, 4, 5, 2]
+        >>> v.decode([6, 4, 5, 2, 0, 0])
+        'cab'
+    """
+
+    pad_id = 0
+    bos_id = 1
+    eos_id = 2
+    unk_id = 3
+    SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+
+    def __init__(self, symbols: Iterable[str], name: str = "source", allow_unk: bool = False):
+        self.name = name
+        self.allow_unk = allow_unk
+        self.symbols: tuple[str, ...] = tuple(symbols)
+        self._check_symbols()
+        self.id_to_symbol: list[str] = [*self.SPECIALS, *self.symbols]
+        self.symbol_to_id: dict[str, int] = {s: i for i, s in enumerate(self.id_to_symbol)}
+
+    def _check_symbols(self) -> None:
+        seen = set()
+        for symbol in self.symbols:
+            if not isinstance(symbol, str) or symbol == "":
+                raise ValueError(
+                    f"symbols of the {self.name} vocabulary must be non-empty strings, "
+                    f"got {symbol!r}"
+                )
+            if symbol in self.SPECIALS:
+                specials = ", ".join(repr(s) for s in self.SPECIALS)
+                raise ValueError(
+                    f"symbol {symbol!r} of the {self.name} vocabulary is the name of a "
+                    f"special token; the specials are {specials}"
+                )
+            if symbol in seen:
+                raise ValueError(f"symbol {symbol!r} appears twice in the {self.name} vocabulary")
+            seen.add(symbol)
+
+    @classmethod
+    def from_texts(
+        cls, texts: Iterable[str], name: str = "source", allow_unk: bool = False
+    ) -> "Vocab":
+        """Build a vocabulary of every character appearing in ``texts``, sorted.
+
+        Args:
+            texts: the strings to collect characters from.
+            name: what the vocabulary is for (``"source"`` or ``"target"``).
+            allow_unk: whether unknown characters encode to ``unk_id`` (see the class).
+
+        Returns:
+            A ``Vocab`` whose symbols are the distinct characters, in sorted order.
+        """
+        characters = set()
+        for text in texts:
+            characters.update(text)
+        return cls(sorted(characters), name=name, allow_unk=allow_unk)
+
+    def __len__(self) -> int:
+        """Number of ids: the 4 specials plus the symbols."""
+        return len(self.id_to_symbol)
+
+    def __contains__(self, symbol: str) -> bool:
+        return symbol in self.symbol_to_id
+
+    def __repr__(self) -> str:
+        return f"Vocab(name={self.name!r}, size={len(self)}, symbols={''.join(self.symbols)!r})"
+
+    def encode(
+        self, text: str | Sequence[str], add_bos: bool = False, add_eos: bool = False
+    ) -> list[int]:
+        """Turn a string (one symbol per character) or a list of symbols into ids.
+
+        Args:
+            text: a string, or a sequence of symbols.
+            add_bos: put ``bos_id`` in front.
+            add_eos: put ``eos_id`` at the end.
+
+        Returns:
+            A list of ``len(text)`` ids, plus one for each of ``add_bos``/``add_eos``.
+
+        Raises:
+            ValueError: for a symbol not in the vocabulary when ``allow_unk`` is False,
+                e.g. ``unknown character 'ß' in source; vocabulary has 'a', 'b', ...``.
+        """
+        ids = [self._symbol_id(symbol) for symbol in text]
+        if add_bos:
+            ids = [self.bos_id, *ids]
+        if add_eos:
+            ids = [*ids, self.eos_id]
+        return ids
+
+    def _symbol_id(self, symbol: str) -> int:
+        if symbol in self.symbol_to_id:
+            return self.symbol_to_id[symbol]
+        if self.allow_unk:
+            return self.unk_id
+        raise ValueError(
+            f"unknown character {symbol!r} in {self.name}; vocabulary has {self._symbol_list()}"
+        )
+
+    def _symbol_list(self, limit: int = 40) -> str:
+        """The symbols as ``'a', 'b', 'c'``; after ``limit`` of them, ``... and N more``."""
+        shown = ", ".join(repr(s) for s in self.symbols[:limit])
+        hidden = len(self.symbols) - limit
+        if hidden > 0:
+            return f"{shown}, ... and {hidden} more"
+        return shown or "no symbols"
+
+    def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
+        """Turn ids back into a string: the inverse of :meth:`encode`.
+
+        Padding and ``<bos>`` are skipped, decoding stops at the first ``<eos>``, and
+        ``<unk>`` is shown as ``"<unk>"`` (so a prediction with an unknown token can
+        never look equal to a correct one).
+
+        Args:
+            ids: a list of ids or a 1-D integer tensor.
+
+        Returns:
+            The symbols joined into one string.
+
+        Raises:
+            ValueError: if an id is outside ``0 .. len(self) - 1`` or a tensor is not 1-D.
+
+        Shapes:
+            ids: ``(T,)``
+        """
+        pieces = []
+        for token_id in self._as_id_list(ids):
+            if token_id == self.eos_id:
+                break
+            if token_id in (self.pad_id, self.bos_id):
+                continue
+            pieces.append(self.id_to_symbol[token_id])
+        return "".join(pieces)
+
+    def tokens(self, ids: Sequence[int] | torch.Tensor) -> list[str]:
+        """The symbol of every id, specials included (as ``"<pad>"``, ``"<eos>"`` ...).
+
+        Useful for labelling the axes of an attention heatmap.
+
+        Args:
+            ids: a list of ids or a 1-D integer tensor.
+
+        Returns:
+            One string per id, nothing skipped.
+
+        Shapes:
+            ids: ``(T,)``
+        """
+        return [self.id_to_symbol[token_id] for token_id in self._as_id_list(ids)]
+
+    def _as_id_list(self, ids: Sequence[int] | torch.Tensor) -> list[int]:
+        """Check ``ids`` and return them as a list of Python ints."""
+        if isinstance(ids, torch.Tensor):
+            if ids.dim() != 1:
+                raise ValueError(
+                    f"{self.name} vocabulary decodes one sequence at a time: expected a 1-D "
+                    f"tensor of ids, got shape {tuple(ids.shape)}"
+                )
+            ids = ids.tolist()
+        id_list = [int(token_id) for token_id in ids]
+        for token_id in id_list:
+            if not 0 <= token_id < len(self):
+                raise ValueError(
+                    f"id {token_id} is out of range for the {self.name} vocabulary of size "
+                    f"{len(self)} (valid ids are 0..{len(self) - 1})"
+                )
+        return id_list
+
+
+def build_vocabs(examples: Iterable[Example]) -> tuple[Vocab, Vocab]:
+    """Build the source and target vocabularies of a task from its examples.
+
+    Pass the training examples (or all of them): every character that appears gets an
+    id, in sorted order, after the 4 special ids.
+
+    Args:
+        examples: the examples whose characters the vocabularies must cover.
+
+    Returns:
+        ``(source_vocab, target_vocab)``, named ``"source"`` and ``"target"``.
+    """
+    examples = list(examples)
+    source_vocab = Vocab.from_texts((ex.source for ex in examples), name="source")
+    target_vocab = Vocab.from_texts((ex.target for ex in examples), name="target")
+    return source_vocab, target_vocab
+
+
+# --------------------------------------------------------------------------------------
+# Padding and batching
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False, repr=False)
+class Batch:
+    """A padded batch of examples, ready for a seq2seq model.
+
+    The decoder is trained with *teacher forcing*: it reads ``tgt_in`` (the target
+    shifted right behind ``<bos>``) and must predict ``tgt_out`` (the target followed by
+    ``<eos>``), so ``tgt_out[:, t]`` is the token that comes after ``tgt_in[:, t]``.
+    The source has no ``<bos>``/``<eos>``.
+
+    For a target ``"ab"``: ``tgt_in = [<bos>, a, b]`` and ``tgt_out = [a, b, <eos>]``.
+
+    Shapes:
+        src: ``(B, S)`` long, padded with ``pad_id``; S is the longest source.
+        src_lengths: ``(B,)`` long, the true length of each source.
+        src_mask: ``(B, S)`` bool, True at real tokens, False at padding.
+        tgt_in: ``(B, T)`` long, ``[bos, y1 .. yn]`` padded; T is the longest target + 1.
+        tgt_out: ``(B, T)`` long, ``[y1 .. yn, eos]`` padded.
+        tgt_mask: ``(B, T)`` bool, True at real positions of ``tgt_in`` and ``tgt_out``.
+        examples: the ``B`` examples, in batch order.
+    """
+
+    src: torch.Tensor
+    src_lengths: torch.Tensor
+    src_mask: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    tgt_mask: torch.Tensor
+    examples: list[Example]
+
+    def __len__(self) -> int:
+        """The batch size B."""
+        return len(self.examples)
+
+    def __repr__(self) -> str:
+        return (
+            f"Batch(size={len(self)}, src={tuple(self.src.shape)}, "
+            f"tgt_in={tuple(self.tgt_in.shape)}, tgt_out={tuple(self.tgt_out.shape)})"
+        )
+
+
+def _pad(sequences: list[list[int]], pad_id: int) -> torch.Tensor:
+    """Stack lists of ids of different lengths into one tensor, padded on the right.
+
+    Shapes:
+        returns: ``(len(sequences), longest sequence)`` long.
+    """
+    width = max(len(seq) for seq in sequences)
+    rows = [seq + [pad_id] * (width - len(seq)) for seq in sequences]
+    return torch.tensor(rows, dtype=torch.long)  # (B, width)
+
+
+def make_batch(examples: Sequence[Example], src_vocab: Vocab, tgt_vocab: Vocab) -> Batch:
+    """Encode and pad a list of examples into one :class:`Batch`.
+
+    Args:
+        examples: the examples of the batch (at least one; every source non-empty).
+        src_vocab: vocabulary of the sources.
+        tgt_vocab: vocabulary of the targets.
+
+    Returns:
+        The padded batch (see :class:`Batch` for what each tensor holds).
+
+    Raises:
+        ValueError: for an empty list, an empty source, or an unknown character.
+
+    Shapes:
+        With B = ``len(examples)``, S = longest source, T = longest target + 1:
+        ``src, src_mask (B, S)``, ``src_lengths (B,)``, ``tgt_in, tgt_out, tgt_mask (B, T)``.
+    """
+    examples = list(examples)
+    if not examples:
+        raise ValueError("make_batch needs at least one example, got an empty list")
+    for index, example in enumerate(examples):
+        if len(example.source) == 0:
+            raise ValueError(
+                f"example {index} has an empty source (target {example.target!r}); "
+                "every source needs at least one character"
+            )
+
+    sources = [src_vocab.encode(ex.source) for ex in examples]
+    targets_in = [tgt_vocab.encode(ex.target, add_bos=True) for ex in examples]
+    targets_out = [tgt_vocab.encode(ex.target, add_eos=True) for ex in examples]
+
+    src = _pad(sources, src_vocab.pad_id)  # (B, S)
+    tgt_in = _pad(targets_in, tgt_vocab.pad_id)  # (B, T)
+    tgt_out = _pad(targets_out, tgt_vocab.pad_id)  # (B, T)
+    src_lengths = torch.tensor([len(seq) for seq in sources], dtype=torch.long)  # (B,)
+    tgt_lengths = torch.tensor([len(seq) for seq in targets_out], dtype=torch.long)  # (B,)
+
+    return Batch(
+        src=src,
+        src_lengths=src_lengths,
+        src_mask=_length_mask(src_lengths, src.shape[1]),
+        tgt_in=tgt_in,
+        tgt_out=tgt_out,
+        tgt_mask=_length_mask(tgt_lengths, tgt_in.shape[1]),
+        examples=examples,
+    )
+
+
+def _length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """True at the first ``lengths[b]`` positions of row b.
+
+    Shapes:
+        lengths: ``(B,)``; returns ``(B, width)`` bool.
+    """
+    positions = torch.arange(width)  # (width,)
+    return positions[None, :] < lengths[:, None]  # (B, width)
+
+
+class Batches:
+    """The batches of a list of examples, for one training loop.
+
+    Iterate over it once per epoch. With ``shuffle=True`` every new iteration uses a
+    new order, yet the same on every run: epoch ``k`` (counting from 0) shuffles with
+    ``random.Random(seed + k)``. With ``shuffle=False`` the examples keep their order.
+    Each epoch yields every example exactly once; the last batch may be smaller.
+
+    Args:
+        examples: the examples to batch (at least one).
+        src_vocab: vocabulary of the sources.
+        tgt_vocab: vocabulary of the targets.
+        batch_size: number of examples per batch (>= 1).
+        shuffle: reshuffle the examples at the start of each epoch.
+        seed: the seed of the first epoch's shuffle.
+
+    Raises:
+        ValueError: if ``examples`` is empty or ``batch_size`` is not an int >= 1.
+
+    Shapes:
+        Each item is a :class:`Batch` with B = ``batch_size`` (the last may be smaller).
+    """
+
+    def __init__(
+        self,
+        examples: Sequence[Example],
+        src_vocab: Vocab,
+        tgt_vocab: Vocab,
+        batch_size: int,
+        shuffle: bool = False,
+        seed: int = 0,
+    ):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got batch_size={batch_size!r}")
+        _check_seed(seed)
+        self.examples = list(examples)
+        if not self.examples:
+            raise ValueError("Batches needs at least one example, got an empty list")
+        self.src_vocab = src_vocab
+        self.tgt_vocab = tgt_vocab
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0  # how many iterations have started
+
+    def __len__(self) -> int:
+        """Number of batches per epoch."""
+        return math.ceil(len(self.examples) / self.batch_size)
+
+    def __iter__(self) -> Iterator[Batch]:
+        order = list(range(len(self.examples)))
+        if self.shuffle:
+            random.Random(self.seed + self.epoch).shuffle(order)
+        self.epoch += 1
+        return self._batches_in_order(order)
+
+    def _batches_in_order(self, order: list[int]) -> Iterator[Batch]:
+        for start in range(0, len(order), self.batch_size):
+            chunk = [self.examples[i] for i in order[start : start + self.batch_size]]
+            yield make_batch(chunk, self.src_vocab, self.tgt_vocab)
+
+    def __repr__(self) -> str:
+        return (
+            f"Batches({len(self.examples)} examples, batch_size={self.batch_size}, "
+            f"{len(self)} batches, shuffle={self.shuffle})"
+        )
+
+
+# --------------------------------------------------------------------------------------
+# Task 1: date normalisation
+# --------------------------------------------------------------------------------------
+
+#: The first and last date the date task draws from. With this range a two-digit year
+#: is unambiguous: 50..99 means 1950..1999 and 00..49 means 2000..2049.
+FIRST_DATE = datetime.date(1950, 1, 1)
+LAST_DATE = datetime.date(2049, 12, 31)
+
+#: English names, written here so the task never depends on the machine's locale.
+MONTH_NAMES = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+WEEKDAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+#: The human-readable formats of the date task: name -> template. The fields in braces
+#: are filled in by :func:`date_fields`. Numeric formats are always day before month
+#: (or year first), so every string means exactly one date. Examples are for 1984-03-03.
+DATE_FORMATS = {
+    "wkd_d_month_yyyy": "{wkd} {d} {month} {yyyy}",  # sat 3 march 1984
+    "dd/mm/yy": "{dd}/{mm}/{yy}",  # 03/03/84
+    "Month_d_yyyy": "{Month} {d}, {yyyy}",  # March 3, 1984
+    "d_Mon_yyyy": "{d} {Mon} {yyyy}",  # 3 Mar 1984
+    "yyyy.mm.dd": "{yyyy}.{mm}.{dd}",  # 1984.03.03
+    "weekday_month_d_yyyy": "{weekday}, {month} {d}, {yyyy}",  # saturday, march 3, 1984
+    "d.m.yy": "{d}.{m}.{yy}",  # 3.3.84
+    "mon_d_yy": "{mon} {d} {yy}",  # mar 3 84
+    "dd/mm/yyyy": "{dd}/{mm}/{yyyy}",  # 03/03/1984
+    "the_dth_of_month_yyyy": "the {dth} of {month} {yyyy}",  # the 3rd of march 1984
+    "dd-MON-yyyy": "{dd}-{MON}-{yyyy}",  # 03-MAR-1984
+    "Weekday_Month_dth_yyyy": "{Weekday}, {Month} {dth} {yyyy}",  # Saturday, March 3rd 1984
+}
+
+
+def _ordinal(day: int) -> str:
+    """``1 -> "1st"``, ``2 -> "2nd"``, ``3 -> "3rd"``, ``11 -> "11th"``, ``22 -> "22nd"``."""
+    if day in (11, 12, 13):
+        return f"{day}th"
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    return f"{day}{suffix}"
+
+
+def date_fields(date: datetime.date) -> dict[str, str]:
+    """The pieces of a date that the templates of :data:`DATE_FORMATS` use.
+
+    Args:
+        date: the date to describe.
+
+    Returns:
+        For 1984-03-03: ``d="3" dd="03" dth="3rd" m="3" mm="03" yy="84" yyyy="1984"
+        month="march" Month="March" mon="mar" Mon="Mar" MON="MAR"
+        weekday="saturday" Weekday="Saturday" wkd="sat"``.
+    """
+    month = MONTH_NAMES[date.month - 1]
+    weekday = WEEKDAY_NAMES[date.weekday()]
+    return {
+        "d": str(date.day),
+        "dd": f"{date.day:02d}",
+        "dth": _ordinal(date.day),
+        "m": str(date.month),
+        "mm": f"{date.month:02d}",
+        "yy": f"{date.year % 100:02d}",
+        "yyyy": str(date.year),
+        "month": month.lower(),
+        "Month": month,
+        "mon": month[:3].lower(),
+        "Mon": month[:3],
+        "MON": month[:3].upper(),
+        "weekday": weekday.lower(),
+        "Weekday": weekday,
+        "wkd": weekday[:3].lower(),
+    }
+
+
+def format_date(date: datetime.date, fmt_name: str) -> str:
+    """Write a date in one of the formats of :data:`DATE_FORMATS`.
+
+    Args:
+        date: the date to write.
+        fmt_name: a key of ``DATE_FORMATS``, e.g. ``"dd/mm/yy"``.
+
+    Returns:
+        The date as text, e.g. ``format_date(date(1984, 3, 3), "dd/mm/yy") == "03/03/84"``.
+
+    Raises:
+        ValueError: for an unknown format name.
+    """
+    if fmt_name not in DATE_FORMATS:
+        raise ValueError(
+            f"unknown date format {fmt_name!r}; the formats are {', '.join(DATE_FORMATS)}"
+        )
+    return DATE_FORMATS[fmt_name].format(**date_fields(date))
+
+
+def _check_format_names(formats: Sequence[str] | None) -> list[str]:
+    """All format names if ``formats`` is None, else ``formats`` after checking them."""
+    if formats is None:
+        return list(DATE_FORMATS)
+    if isinstance(formats, str) or len(formats) == 0:
+        raise ValueError(f"formats must be a non-empty list of format names, got {formats!r}")
+    for name in formats:
+        if name not in DATE_FORMATS:
+            raise ValueError(
+                f"unknown date format {name!r}; the formats are {', '.join(DATE_FORMATS)}"
+            )
+    return list(formats)
+
+
+def _number_of_days() -> int:
+    return (LAST_DATE - FIRST_DATE).days + 1
+
+
+def date_task(n: int, seed: int = 0, formats: Sequence[str] | None = None) -> list[Example]:
+    """Examples of date normalisation: a human-readable date -> ``"YYYY-MM-DD"``.
+
+    The ``n`` dates are distinct, drawn uniformly from ``FIRST_DATE .. LAST_DATE``; each
+    is written in a format drawn uniformly from ``formats``.
+
+    Args:
+        n: number of examples (at most the number of days in the range, 36 525).
+        seed: seed of the random draws.
+        formats: names of the formats to use (keys of ``DATE_FORMATS``); default all.
+
+    Returns:
+        ``n`` examples such as ``Example("sat 3 march 1984", "1984-03-03")``.
+
+    Raises:
+        ValueError: if ``n`` is negative or larger than the number of days in the
+            range, or for an unknown format name.
+    """
+    _check_count(n, "n")
+    _check_seed(seed)
+    format_names = _check_format_names(formats)
+    if n > _number_of_days():
+        raise ValueError(
+            f"asked for n={n} distinct dates, but {FIRST_DATE}..{LAST_DATE} holds only "
+            f"{_number_of_days()} days"
+        )
+    rng = random.Random(seed)
+    day_offsets = rng.sample(range(_number_of_days()), n)
+    examples = []
+    for offset in day_offsets:
+        date = FIRST_DATE + datetime.timedelta(days=offset)
+        source = format_date(date, rng.choice(format_names))
+        examples.append(Example(source, date.isoformat()))
+    return examples
+
+
+def date_splits(
+    n_train: int,
+    n_valid: int,
+    n_test: int,
+    seed: int = 0,
+    formats: Sequence[str] | None = None,
+) -> Splits:
+    """Train, validation and test sets of the date task, disjoint by calendar date.
+
+    No date of the test (or validation) set appears in training in any format, so a
+    model can only score well on them by learning to read dates, not by remembering.
+
+    Args:
+        n_train: number of training examples.
+        n_valid: number of validation examples.
+        n_test: number of test examples.
+        seed: seed of the random draws.
+        formats: names of the formats to use (keys of ``DATE_FORMATS``); default all.
+
+    Returns:
+        ``Splits(train, valid, test)``.
+
+    Raises:
+        ValueError: if a size is negative, or together they exceed the 36 525 days of
+            ``FIRST_DATE .. LAST_DATE``.
+    """
+    for name, value in (("n_train", n_train), ("n_valid", n_valid), ("n_test", n_test)):
+        _check_count(value, name)
+    total = n_train + n_valid + n_test
+    if total > _number_of_days():
+        raise ValueError(
+            f"n_train + n_valid + n_test = {n_train} + {n_valid} + {n_test} = {total} "
+            f"distinct dates, but {FIRST_DATE}..{LAST_DATE} holds only {_number_of_days()} days"
+        )
+    examples = date_task(total, seed=seed, formats=formats)  # every date distinct
+    return Splits(
+        train=examples[:n_train],
+        valid=examples[n_train : n_train + n_valid],
+        test=examples[n_train + n_valid :],
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Task 2: reversal and copy
+# --------------------------------------------------------------------------------------
+
+#: Letters of the reversal and copy tasks: the first 20 lowercase letters ("a".."t"),
+#: so a vocabulary has 24 ids with the 4 specials.
+DEFAULT_ALPHABET = "abcdefghijklmnopqrst"
+
+
+def _random_strings(n: int, min_len: int, max_len: int, seed: int, alphabet: str) -> list[str]:
+    """``n`` random strings over ``alphabet``, lengths uniform in ``[min_len, max_len]``."""
+    _check_count(n, "n")
+    _check_seed(seed)
+    if not isinstance(min_len, int) or min_len < 1:
+        raise ValueError(f"min_len must be an int >= 1, got min_len={min_len!r}")
+    if not isinstance(max_len, int) or max_len < min_len:
+        raise ValueError(
+            f"max_len must be an int >= min_len, got min_len={min_len!r}, max_len={max_len!r}"
+        )
+    if not isinstance(alphabet, str) or alphabet == "":
+        raise ValueError(f"alphabet must be a non-empty string, got alphabet={alphabet!r}")
+    if len(set(alphabet)) != len(alphabet):
+        raise ValueError(f"alphabet must not repeat a character, got alphabet={alphabet!r}")
+    rng = random.Random(seed)
+    strings = []
+    for _ in range(n):
+        length = rng.randint(min_len, max_len)  # both ends included
+        strings.append("".join(rng.choices(alphabet, k=length)))
+    return strings
+
+
+def reversal_task(
+    n: int, min_len: int, max_len: int, seed: int = 0, alphabet: str = DEFAULT_ALPHABET
+) -> list[Example]:
+    """Examples of sequence reversal: ``"abc" -> "cba"``.
+
+    The first output character depends on the last input character, so a model without
+    attention must carry the whole input in its final state: accuracy drops with length.
+
+    Args:
+        n: number of examples.
+        min_len: shortest source length (>= 1).
+        max_len: longest source length (>= min_len); lengths are uniform in between,
+            both ends included.
+        seed: seed of the random draws.
+        alphabet: the characters to draw from (default ``DEFAULT_ALPHABET``, "a".."t").
+
+    Returns:
+        ``n`` examples whose target is the source reversed.
+
+    Raises:
+        ValueError: if ``n < 0``, ``min_len < 1``, ``min_len > max_len`` or the alphabet
+            is empty or repeats a character.
+    """
+    sources = _random_strings(n, min_len, max_len, seed, alphabet)
+    return [Example(source, source[::-1]) for source in sources]
+
+
+def copy_task(
+    n: int, min_len: int, max_len: int, seed: int = 0, alphabet: str = DEFAULT_ALPHABET
+) -> list[Example]:
+    """Examples of sequence copying: ``"abc" -> "abc"``.
+
+    Same arguments, draws and errors as :func:`reversal_task` (with the same seed the
+    sources are the same); the target is the source itself.
+    """
+    sources = _random_strings(n, min_len, max_len, seed, alphabet)
+    return [Example(source, source) for source in sources]
+
+
+#: :func:`sequence_splits` draws candidates in rounds of at least this many examples,
+#: for at most ``_MAX_ROUNDS`` rounds per split, before it gives up.
+_ROUND_SIZE = 256
+_MAX_ROUNDS = 100
+
+
+def sequence_splits(
+    task_fn: Callable[..., list[Example]],
+    n_train: int,
+    n_valid: int,
+    n_test: int,
+    seed: int = 0,
+    **task_kwargs,
+) -> Splits:
+    """Train, validation and test sets of a task, with no source string in two splits.
+
+    The training set is drawn as the task draws it. The validation set is then drawn
+    from the task again, keeping only sources not in the training set, and the test set
+    keeps only sources in neither. (A split may repeat a source within itself; with few
+    possible strings, e.g. very short ones, the later splits hold the rarer ones.)
+
+    Args:
+        task_fn: a task such as :func:`reversal_task` or :func:`copy_task`, called as
+            ``task_fn(n, seed=..., **task_kwargs)``.
+        n_train: number of training examples.
+        n_valid: number of validation examples.
+        n_test: number of test examples.
+        seed: seed of the random draws.
+        **task_kwargs: passed on to ``task_fn``, e.g. ``min_len=5, max_len=15``.
+
+    Returns:
+        ``Splits(train, valid, test)``.
+
+    Raises:
+        ValueError: if a size is negative, or if there are too few distinct source
+            strings to fill the splits.
+
+    Example:
+        >>> splits = sequence_splits(reversal_task, 1000, 100, 100, min_len=5, max_len=15)
+    """
+    for name, value in (("n_train", n_train), ("n_valid", n_valid), ("n_test", n_test)):
+        _check_count(value, name)
+    _check_seed(seed)
+    rng = random.Random(seed)
+    used_sources: set[str] = set()
+    splits = []
+    for name, size in (("train", n_train), ("valid", n_valid), ("test", n_test)):
+        split = _draw_new_examples(task_fn, size, used_sources, rng, task_kwargs, name)
+        used_sources.update(example.source for example in split)
+        splits.append(split)
+    return Splits(*splits)
+
+
+def _draw_new_examples(
+    task_fn: Callable[..., list[Example]],
+    size: int,
+    used_sources: set[str],
+    rng: random.Random,
+    task_kwargs: dict,
+    split_name: str,
+) -> list[Example]:
+    """``size`` examples of ``task_fn`` whose sources are not in ``used_sources``."""
+    kept: list[Example] = []
+    for _ in range(_MAX_ROUNDS):
+        if len(kept) == size:
+            return kept
+        candidates = task_fn(max(size, _ROUND_SIZE), seed=rng.randrange(2**32), **task_kwargs)
+        for example in candidates:
+            if example.source not in used_sources and len(kept) < size:
+                kept.append(example)
+    if len(kept) == size:
+        return kept
+    raise ValueError(
+        f"could not find {size} {split_name} examples whose sources are not in an earlier "
+        f"split (found {len(kept)}); the task has too few distinct sources for these sizes: "
+        f"allow longer sequences or a larger alphabet, or ask for fewer examples"
+    )
+
+
+def reverse_sources(examples: Iterable[Example]) -> list[Example]:
+    """Reverse every source and keep the target: the trick of Sutskever et al. (2014).
+
+    Reading the source backwards puts its first words next to the first words of the
+    target, which shortens the paths the gradient must travel at the start.
+
+    Args:
+        examples: the examples to transform.
+
+    Returns:
+        New examples with ``source[::-1]`` and the same target.
+    """
+    return [Example(example.source[::-1], example.target) for example in examples]

@@ -1,0 +1,142 @@
+"""Experiments that several chapters repeat on the same data, so results compare directly.
+
+- :func:`length_experiment`: train a model on the reversal (or copy) task and measure exact
+  match against source length — the bottleneck curve of Chapter 1, which Chapter 2 repeats
+  with attention (the analogue of Bahdanau et al. 2015, Figure 2).
+- :func:`context_vectors`: the encoder's fixed-size summaries of a list of sources, for a
+  look inside the model (Chapter 1's PCA picture).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pad_sequence
+
+from attnbook.data import DEFAULT_ALPHABET, Batches, Vocab, build_vocabs, copy_task, reversal_task, reverse_sources, sequence_splits
+from attnbook.decoding import greedy_decode
+from attnbook.metrics import accuracy_by_length, exact_match
+from attnbook.training import History, fit
+
+__all__ = ["LengthResult", "length_experiment", "evaluate_by_length", "context_vectors"]
+
+#: ``model_factory(src_vocab_size, tgt_vocab_size) -> model`` (a model of the course).
+ModelFactory = Callable[[int, int], nn.Module]
+
+TASKS = {"reversal": reversal_task, "copy": copy_task}
+
+
+class LengthResult(NamedTuple):
+    """What :func:`length_experiment` measured.
+
+    Attributes:
+        by_length: exact match on the test split for each source length, ``{length: accuracy}``.
+        exact_match: exact match over the whole test split.
+        history: the training :class:`~attnbook.training.History`.
+        model: the trained model.
+        seconds: wall time of training (all epochs).
+        vocabs: ``(src_vocab, tgt_vocab)`` the model was trained with.
+    """
+
+    by_length: dict[int, float]
+    exact_match: float
+    history: History
+    model: nn.Module
+    seconds: float
+    vocabs: tuple[Vocab, Vocab]
+
+
+def length_experiment(
+    model_factory: ModelFactory,
+    *,
+    task: str = "reversal",
+    min_len: int = 3,
+    max_len: int = 30,
+    n_train: int = 8000,
+    n_test: int = 1400,
+    epochs: int = 3,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    reverse_source: bool = False,
+    alphabet: str = DEFAULT_ALPHABET,
+    seed: int = 0,
+) -> LengthResult:
+    """Train a model on a sequence task, then measure exact match for every source length.
+
+    The data come from :func:`attnbook.data.sequence_splits` with ``seed``, so two calls with
+    the same arguments (say, with and without attention) train and test on the same strings.
+    With ``reverse_source=True`` every source is fed right to left (Sutskever et al.'s trick),
+    in training and in testing; lengths and targets are unchanged.
+
+    Args:
+        model_factory: builds a fresh model from the two vocabulary sizes.
+        task: ``"reversal"`` or ``"copy"``.
+        min_len, max_len: the range of source lengths (inclusive).
+        n_train, n_test: number of training and test examples (test strings never occur in
+            training).
+        epochs, batch_size, lr: training settings for :func:`attnbook.training.fit`.
+        reverse_source: feed every source reversed.
+        alphabet: the symbols the strings are made of.
+        seed: seed of the data and of the model's initial weights.
+
+    Shapes:
+        the model maps src ``(B, S)`` and tgt_in ``(B, T)`` to logits ``(B, T, V)``.
+    """
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
+    splits = sequence_splits(TASKS[task], n_train, 0, n_test, seed=seed, min_len=min_len,
+                             max_len=max_len, alphabet=alphabet)
+    train, test = splits.train, splits.test
+    if reverse_source:
+        train, test = reverse_sources(train), reverse_sources(test)
+    src_vocab, tgt_vocab = build_vocabs(train + test)
+    torch.manual_seed(seed)
+    model = model_factory(len(src_vocab), len(tgt_vocab))
+    batches = Batches(train, src_vocab, tgt_vocab, batch_size, shuffle=True, seed=seed)
+    started = time.perf_counter()
+    history = fit(model, batches, epochs=epochs, lr=lr)
+    seconds = time.perf_counter() - started
+    by_length, overall = evaluate_by_length(model, test, src_vocab, tgt_vocab)
+    return LengthResult(by_length, overall, history, model, seconds, (src_vocab, tgt_vocab))
+
+
+def evaluate_by_length(model: nn.Module, examples, src_vocab: Vocab, tgt_vocab: Vocab,
+                       batch_size: int = 256) -> tuple[dict[int, float], float]:
+    """Greedy-decode ``examples``; return (exact match by source length, overall exact match).
+
+    Shapes:
+        ``N`` examples -> a dict over the distinct source lengths, and one float.
+    """
+    predictions, targets, lengths = [], [], []
+    for batch in Batches(examples, src_vocab, tgt_vocab, batch_size):
+        decoded = greedy_decode(model, batch.src, max_len=batch.tgt_out.size(1) + 5,
+                                bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id)
+        predictions += decoded.tokens
+        targets += [tgt_vocab.encode(example.target) for example in batch.examples]
+        lengths += batch.src_lengths.tolist()
+    return accuracy_by_length(predictions, targets, lengths), exact_match(predictions, targets)
+
+
+def context_vectors(model: nn.Module, sources: list[str], src_vocab: Vocab, batch_size: int = 512) -> Tensor:
+    """The fixed-size context vector the encoder makes for each source string.
+
+    Needs a model with an ``encode(src) -> (outputs, context)`` method (Chapter 1's
+    :class:`attnbook.rnn.Seq2Seq`). The model is put in eval mode and run without gradients.
+
+    Shapes:
+        ``N`` strings -> ``(N, C)``, ``C`` the context size.
+    """
+    if not hasattr(model, "encode"):
+        raise TypeError(f"{type(model).__name__} has no encode(src) method that returns a context vector")
+    model.eval()
+    chunks = []
+    with torch.no_grad():
+        for start in range(0, len(sources), batch_size):
+            ids = [torch.tensor(src_vocab.encode(text)) for text in sources[start:start + batch_size]]
+            src = pad_sequence(ids, batch_first=True, padding_value=src_vocab.pad_id)  # (b, S)
+            chunks.append(model.encode(src)[1])  # (b, C)
+    return torch.cat(chunks)  # (N, C)

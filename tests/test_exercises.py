@@ -1,0 +1,553 @@
+"""attnbook.exercises: the checker machinery and the chapter 1 checkers.
+
+Every checker must pass a right solution, fail typical wrong ones with a specific
+message, and never raise (except KeyboardInterrupt, so a learner can stop a hanging loop).
+"""
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from attnbook.exercises import check_greedy_decode, check_teacher_forcing_inputs
+from attnbook.exercises._checking import (
+    Case,
+    ScriptedSeq2Seq,
+    RunawayDecoding,
+    call_safely,
+    compare,
+    run_checks,
+)
+
+CHECKERS = [check_teacher_forcing_inputs, check_greedy_decode]
+
+
+def _passes(checker, fn, capsys) -> str:
+    assert checker(fn) is True
+    out = capsys.readouterr().out
+    assert out.startswith("✓ ") and "✗" not in out
+    return out
+
+
+def _fails(checker, fn, capsys, *fragments) -> str:
+    """Assert the checker returns False and prints one ✗ message containing every fragment."""
+    assert checker(fn) is False
+    out = capsys.readouterr().out
+    assert out.count("✗") == 1 and "✓" not in out, out
+    for fragment in fragments:
+        assert fragment in out, f"{fragment!r} not in:\n{out}"
+    return out
+
+
+# =============================================================== compare(): messages
+
+
+def test_compare_equal_values_give_none():
+    assert compare(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-7])) is None
+    assert compare(torch.tensor([1, 2]), torch.tensor([1, 2])) is None
+    assert compare(np.array([0.5]), np.array([0.5])) is None
+    assert compare((torch.ones(2), [1, 2]), (torch.ones(2), [1, 2])) is None
+    assert compare(True, True) is None
+    assert compare(3, 3) is None and compare(0.1 + 0.2, 0.3) is None
+    assert compare("abc", "abc") is None
+
+
+def test_compare_float_precision_may_differ():
+    assert compare(torch.tensor([0.5], dtype=torch.float64), torch.tensor([0.5])) is None
+    assert compare(torch.tensor([1, 2], dtype=torch.int32), torch.tensor([1, 2])) is None
+
+
+def test_compare_shape_message():
+    message = compare(torch.zeros(2, 5, 3), torch.zeros(2, 3, 5))
+    assert message == "the output has shape (2, 5, 3) but expected (2, 3, 5)"
+
+
+def test_compare_dtype_message():
+    message = compare(torch.zeros(2, 2), torch.zeros(2, 2, dtype=torch.bool))
+    assert message == "the output has dtype torch.float32 but expected torch.bool"
+
+
+def test_compare_nan_message():
+    got = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.3, float("nan")]])
+    expected = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
+    message = compare(got, expected, name="weights")
+    assert message.startswith("weights contains NaN at index (1, 2) (1 of 6 values)")
+
+
+def test_compare_expected_inf_message():
+    message = compare(torch.tensor([-1e9, 0.0]), torch.tensor([float("-inf"), 0.0]))
+    assert "has -1e+09 at index 0 but expected -inf" in message
+
+
+def test_compare_values_message_names_the_largest_difference():
+    got = torch.tensor([[0.1, 0.2, 0.56], [0.3, 0.3, 0.4]])
+    expected = torch.tensor([[0.1, 0.2, 0.25], [0.3, 0.35, 0.4]])
+    message = compare(got, expected)
+    assert message == (
+        "the output values differ: largest difference 0.31 at index (0, 2); expected 0.25, got 0.56"
+    )
+
+
+def test_compare_integer_values_message():
+    message = compare(torch.tensor([[1, 5], [1, 7]]), torch.tensor([[1, 5], [1, 8]]))
+    assert message == "the output values differ at index (1, 1): expected 8, got 7 (1 of 4 values differ)"
+
+
+def test_compare_wrong_types():
+    assert compare(None, torch.zeros(2)) == "the output is None; expected a torch tensor"
+    assert compare([1.0, 2.0], torch.zeros(2)) == "the output is a list of 2 items; expected a torch tensor"
+    assert compare(np.zeros(2), torch.zeros(2)).startswith("the output is a NumPy array of shape (2,)")
+    message = compare((torch.zeros(2), torch.zeros(2)), torch.zeros(2))
+    assert "a tuple of 2 items" in message and "return only the tensor" in message
+    assert compare(torch.tensor(3), 3) == "the output is a tensor of shape (); expected a Python number (use .item())"
+
+
+def test_compare_tuple_messages():
+    expected = (torch.zeros(2, 3), torch.ones(2, 4))
+    message = compare((torch.zeros(2, 3),), expected, item_names=("out", "weights"))
+    assert message == "the output is a tuple of 1 item but expected 2 (out, weights)"
+    message = compare(torch.zeros(2, 3), expected, item_names=("out", "weights"))
+    assert message == "the output is a tensor of shape (2, 3); expected a tuple of 2 items (out, weights)"
+    message = compare((torch.zeros(2, 3), torch.ones(4, 2)), expected, item_names=("out", "weights"))
+    assert message == "weights has shape (4, 2) but expected (2, 4)"
+
+
+def test_compare_list_messages():
+    assert compare([[1, 2], [3]], [[1, 2], [4]]) == "the output[1][0] is 3 but expected 4"
+    assert compare([1, 2], [1, 2, 3]).startswith("the output has 2 items but expected 3")
+    assert compare(torch.tensor([1, 2]), [1, 2]).endswith("expected a list (use .tolist())")
+
+
+def test_compare_bool_messages():
+    assert compare(False, True) == "the output is False but expected True"
+    assert compare(1, True) == "the output is an int (1) but expected a bool (True)"
+
+
+# ============================================================ call_safely, run_checks
+
+
+def _case(*args, expected=None, names=("x",)):
+    return Case("x = a small tensor", args=args, arg_names=names, expected=expected)
+
+
+def test_call_safely_reports_exceptions():
+    def broken(x):
+        return x.no_such_method()
+
+    value, problem = call_safely(broken, _case(torch.zeros(2)))
+    assert value is None
+    assert problem.startswith("raised AttributeError: ")
+    assert "no_such_method" in problem
+
+
+def test_call_safely_reports_none():
+    value, problem = call_safely(lambda x: None, _case(torch.zeros(2)))
+    assert problem == "returned None — did you forget `return`?"
+
+
+def test_call_safely_notices_print_instead_of_return(capsys):
+    def prints(x):
+        print(x + 1)
+
+    _, problem = call_safely(prints, _case(torch.zeros(2)))
+    assert "use `return`, not `print`" in problem
+    assert "tensor([1., 1.])" in capsys.readouterr().out  # what it printed still shows
+
+
+def test_call_safely_notices_in_place_changes():
+    def in_place(x):
+        x.add_(1)
+        return x
+
+    _, problem = call_safely(in_place, _case(torch.zeros(2)))
+    assert problem.startswith("changed its input `x` in place")
+
+
+def test_call_safely_unnamed_arguments_and_numpy_inputs():
+    def in_place(a, b):
+        b[0] = 5
+        return a
+
+    _, problem = call_safely(in_place, Case("two arrays", args=(np.zeros(2), np.zeros(2))))
+    assert problem.startswith("changed its input `argument 2` in place")
+
+
+def test_call_safely_catches_system_exit_and_other_base_exceptions():
+    class Odd(BaseException):
+        pass
+
+    def odd(x):
+        raise Odd("strange")
+
+    _, problem = call_safely(lambda x: sys.exit(3), _case(1))
+    assert problem.startswith("raised SystemExit")
+    _, problem = call_safely(odd, _case(1))
+    assert problem == "raised Odd: strange"
+
+
+def test_call_safely_lets_keyboard_interrupt_through():
+    def interrupted(x):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        call_safely(interrupted, _case(1))
+
+
+def test_run_checks_prints_tick_and_cross(capsys):
+    cases = [_case(torch.tensor([1.0, 2.0]), expected=torch.tensor([2.0, 4.0]))]
+    assert run_checks("doubling", lambda x: 2 * x, cases, summary="one small vector") is True
+    assert capsys.readouterr().out == "✓ doubling: the 1 case passed (one small vector).\n"
+
+    assert run_checks("doubling", lambda x: x + 2, cases) is False
+    out = capsys.readouterr().out
+    assert out.startswith("✗ doubling: the output values differ: largest difference 1 at index 0; expected 2, got 3")
+    assert out.endswith("\n  case 1 of 1: x = a small tensor\n")
+
+
+def test_run_checks_stops_at_the_first_failing_case(capsys):
+    calls = []
+
+    def fn(x):
+        calls.append(x)
+        return 0
+
+    cases = [_case(i, expected=0 if i != 1 else 9) for i in range(4)]
+    assert run_checks("zeros", fn, cases) is False
+    assert calls == [0, 1]
+    assert "case 2 of 4" in capsys.readouterr().out
+
+
+def test_run_checks_survives_a_compare_function_that_raises(capsys):
+    def bad_compare(got, case):
+        raise IndexError("boom")
+
+    assert run_checks("odd", lambda x: object(), [_case(1)], bad_compare) is False
+    assert "could not inspect" in capsys.readouterr().out
+
+
+def test_run_checks_builds_cases_lazily(capsys):
+    def cases():
+        raise AssertionError("must not be built for a non-callable")
+
+    assert run_checks("t", None, cases, checker="check_t") is False
+    assert "check_t(my_function)" in capsys.readouterr().out
+
+
+# ======================================================= check_teacher_forcing_inputs
+
+
+def tf_right(targets, bos_id, pad_id):
+    bos = torch.full_like(targets[:, :1], bos_id)  # (B, 1)
+    return torch.cat([bos, targets[:, :-1]], dim=1)  # (B, T)
+
+
+def tf_right_with_clone(targets, bos_id, pad_id):
+    inputs = targets.clone()
+    inputs[:, 1:] = targets[:, :-1]
+    inputs[:, 0] = bos_id
+    return inputs
+
+
+def tf_right_replacing_eos_by_pad(targets, bos_id, pad_id):
+    inputs = tf_right(targets, bos_id, pad_id)
+    return inputs.masked_fill(targets == pad_id, pad_id)  # only under padding
+
+
+@pytest.mark.parametrize("solution", [tf_right, tf_right_with_clone, tf_right_replacing_eos_by_pad])
+def test_teacher_forcing_passes_right_solutions(solution, capsys):
+    out = _passes(check_teacher_forcing_inputs, solution, capsys)
+    assert "teacher-forcing inputs: all 5 cases passed" in out
+
+
+def test_teacher_forcing_forgot_bos(capsys):
+    _fails(check_teacher_forcing_inputs, lambda t, b, p: t[:, :-1], capsys,
+           "the output has shape (3, 3) but expected (3, 4)", "column of bos_id in front", "case 1 of 5")
+
+
+def test_teacher_forcing_kept_last_column(capsys):
+    def kept(targets, bos_id, pad_id):
+        return torch.cat([torch.full_like(targets[:, :1], bos_id), targets], dim=1)
+
+    _fails(check_teacher_forcing_inputs, kept, capsys,
+           "shape (3, 5) but expected (3, 4)", "you kept the last column")
+
+
+def test_teacher_forcing_shifted_left(capsys):
+    def left(targets, bos_id, pad_id):
+        return torch.cat([targets[:, 1:], torch.full_like(targets[:, :1], pad_id)], dim=1)
+
+    _fails(check_teacher_forcing_inputs, left, capsys,
+           "values differ", "you shifted to the left", "row 0: targets [")
+
+
+def test_teacher_forcing_float_dtype(capsys):
+    _fails(check_teacher_forcing_inputs, lambda t, b, p: tf_right(t, b, p).float(), capsys,
+           "dtype torch.float32 but expected torch.int64", "dtype=targets.dtype")
+
+
+def test_teacher_forcing_in_place(capsys):
+    def in_place(targets, bos_id, pad_id):
+        targets[:, 1:] = targets[:, :-1].clone()
+        targets[:, 0] = bos_id
+        return targets
+
+    _fails(check_teacher_forcing_inputs, in_place, capsys, "changed its input `targets` in place")
+
+
+def test_teacher_forcing_hard_coded_bos(capsys):
+    def fixed(targets, bos_id, pad_id):
+        return tf_right(targets, 1, pad_id)
+
+    _fails(check_teacher_forcing_inputs, fixed, capsys,
+           "expected 7, got 1", "bos_id=7 (use the argument", "case 4 of 5")
+
+
+def test_teacher_forcing_no_shift(capsys):
+    def replaced(targets, bos_id, pad_id):
+        inputs = targets.clone()
+        inputs[:, 0] = bos_id
+        return inputs
+
+    _fails(check_teacher_forcing_inputs, replaced, capsys, "move one step to the right")
+
+
+def test_teacher_forcing_raises_none_and_list(capsys):
+    _fails(check_teacher_forcing_inputs, lambda t, b, p: t.no_such(), capsys, "raised AttributeError")
+    _fails(check_teacher_forcing_inputs, lambda t, b, p: None, capsys, "returned None — did you forget `return`?")
+    _fails(check_teacher_forcing_inputs, lambda t, b, p: tf_right(t, b, p).tolist(), capsys,
+           "the output is a list of 3 items; expected a torch tensor")
+
+
+# ================================================================= check_greedy_decode
+
+
+def greedy_right(model, src, max_len, bos_id, eos_id):
+    batch_size = src.shape[0]
+    state = model.start(src)
+    prev_tokens = torch.full((batch_size,), bos_id, dtype=torch.long)
+    tokens = [[] for _ in range(batch_size)]
+    finished = [False] * batch_size
+    for _ in range(max_len):
+        logits, state, _ = model.step(state, prev_tokens)
+        prev_tokens = logits.argmax(dim=-1)
+        for row, token in enumerate(prev_tokens.tolist()):
+            if token == eos_id:
+                finished[row] = True
+            elif not finished[row]:
+                tokens[row].append(token)
+        if all(finished):
+            break
+    return tokens
+
+
+def greedy_one_row_at_a_time(model, src, max_len, bos_id, eos_id):
+    answers = []
+    for row in range(src.shape[0]):
+        state = model.start(src[row : row + 1])
+        token = torch.tensor([bos_id])
+        answer = []
+        while len(answer) < max_len:
+            logits, state, _ = model.step(state, token)
+            token = logits.argmax(dim=-1)
+            if token.item() == eos_id:
+                break
+            answer.append(token.item())
+        answers.append(answer)
+    return answers
+
+
+def greedy_with_mistake(mistake):
+    """A batched greedy loop with one typical mistake."""
+
+    def greedy(model, src, max_len, bos_id, eos_id):
+        batch_size = src.shape[0]
+        first_state = state = model.start(src)
+        prev_tokens = torch.full((batch_size,), bos_id, dtype=torch.long)
+        tokens = [[bos_id] if mistake == "include bos" else [] for _ in range(batch_size)]
+        finished = [False] * batch_size
+        steps = max_len + 1 if mistake == "one step too many" else max_len
+        step = 0
+        while mistake == "no max_len" or step < steps:
+            step += 1
+            used_state = first_state if mistake == "reuse first state" else state
+            logits, state, _ = model.step(used_state, prev_tokens)
+            predicted = logits.argmax(dim=-1)
+            if mistake != "feed bos every step":
+                prev_tokens = predicted
+            for row, token in enumerate(predicted.tolist()):
+                if finished[row]:
+                    continue
+                if token == eos_id and mistake != "no stop at eos":
+                    finished[row] = True
+                    if mistake == "include eos":
+                        tokens[row].append(token)
+                elif token != eos_id:
+                    tokens[row].append(token)
+            if all(finished) or (mistake == "stop batch at first eos" and any(finished)):
+                break
+        if mistake == "return tensor":
+            return torch.tensor([t + [0] * (max_len - len(t)) for t in tokens])
+        return tokens
+
+    return greedy
+
+
+@pytest.mark.parametrize("solution", [greedy_right, greedy_one_row_at_a_time])
+def test_greedy_passes_right_solutions(solution, capsys):
+    out = _passes(check_greedy_decode, solution, capsys)
+    assert "greedy decoding: all 5 cases passed" in out
+
+
+def test_greedy_passes_a_loop_that_always_runs_max_len_steps(capsys):
+    def full_length(model, src, max_len, bos_id, eos_id):
+        state, prev = model.start(src), torch.full((src.shape[0],), bos_id)
+        columns = []
+        for _ in range(max_len):
+            logits, state, _ = model.step(state, prev)
+            prev = logits.argmax(-1)
+            columns.append(prev)
+        rows = torch.stack(columns, dim=1).tolist()  # (B, max_len)
+        return [row[: row.index(eos_id)] if eos_id in row else row for row in rows]
+
+    _passes(check_greedy_decode, full_length, capsys)
+
+
+@pytest.mark.parametrize(
+    ("mistake", "fragments"),
+    [
+        ("include bos", ["row 0 starts with bos_id=1", "row 0: expected [", "case 1 of 5"]),
+        ("include eos", ["row 0 ends with eos_id=2; stop before eos"]),
+        ("no stop at eos", ["goes on after the model predicted eos (after 2 tokens)"]),
+        ("no max_len", ["raised RunawayDecoding", "max_len=6: stop after max_len steps", "case 2 of 5"]),
+        ("one step too many", ["has 7 tokens but max_len=6"]),
+        ("feed bos every step", ["got bos_id=1 at every step; feed back the tokens"]),
+        ("reuse first state", ["called twice with the same state; pass the new state"]),
+        ("stop batch at first eos", ["row 1 stops after 3 tokens, too early"]),
+        ("return tensor", ["returned a tensor of shape (3, 8); return a list"]),
+    ],
+)
+def test_greedy_typical_mistakes(mistake, fragments, capsys):
+    _fails(check_greedy_decode, greedy_with_mistake(mistake), capsys, *fragments)
+
+
+def test_greedy_hard_coded_ids(capsys):
+    def fixed_eos(model, src, max_len, bos_id, eos_id):
+        return greedy_right(model, src, max_len, bos_id, 2)
+
+    def fixed_bos(model, src, max_len, bos_id, eos_id):
+        return greedy_right(model, src, max_len, 1, eos_id)
+
+    _fails(check_greedy_decode, fixed_eos, capsys, "contains eos_id=9", "not with a fixed 2", "case 4 of 5")
+    _fails(check_greedy_decode, fixed_bos, capsys, "the first input must be bos_id=5")
+
+
+def test_greedy_argmax_keepdim_and_wrong_dim(capsys):
+    def keepdim(model, src, max_len, bos_id, eos_id):
+        state, prev = model.start(src), torch.full((src.shape[0],), bos_id)
+        logits, state, _ = model.step(state, prev)
+        model.step(state, logits.argmax(dim=-1, keepdim=True))
+
+    def dim0(model, src, max_len, bos_id, eos_id):
+        state, prev = model.start(src), torch.full((src.shape[0],), bos_id)
+        logits, state, _ = model.step(state, prev)
+        model.step(state, logits.argmax(dim=0))
+
+    _fails(check_greedy_decode, keepdim, capsys, "expects prev_tokens of shape (3,)", "got shape (3, 1)")
+    _fails(check_greedy_decode, dim0, capsys, "argmax over dim=0 instead of the last dimension")
+
+
+def test_greedy_output_form_messages(capsys):
+    _fails(check_greedy_decode, lambda m, s, n, b, e: None, capsys, "returned None")
+    _fails(check_greedy_decode, lambda m, s, n, b, e: m.missing(), capsys, "raised AttributeError")
+    _fails(check_greedy_decode, lambda m, s, n, b, e: [5, 6], capsys, "a flat list of 2 ints")
+    _fails(check_greedy_decode, lambda m, s, n, b, e: [[5]], capsys, "returned 1 row but src has 3")
+    _fails(check_greedy_decode, lambda m, s, n, b, e: [torch.tensor([5])] * 3, capsys, "row 0 is a tensor")
+    _fails(check_greedy_decode, lambda m, s, n, b, e: [[torch.tensor(5)]] * 3, capsys,
+           "row 0 holds Tensor values, not ints")
+    _fails(check_greedy_decode, lambda m, s, n, b, e: m(s, s), capsys, "only decodes step by step")
+
+
+def test_greedy_padded_rows(capsys):
+    def padded(model, src, max_len, bos_id, eos_id):
+        return [row + [0] * (max_len - len(row)) for row in greedy_right(model, src, max_len, bos_id, eos_id)]
+
+    _fails(check_greedy_decode, padded, capsys, "row 0 has padding after its answer")
+
+
+def test_greedy_in_place_change_of_src(capsys):
+    def in_place(model, src, max_len, bos_id, eos_id):
+        answer = greedy_right(model, src, max_len, bos_id, eos_id)
+        src.zero_()
+        return answer
+
+    _fails(check_greedy_decode, in_place, capsys, "changed its input `src` in place")
+
+
+# ========================================================== the scripted fake model
+
+
+def test_scripted_model_follows_its_script_and_stops_runaways():
+    src = torch.tensor([[4, 5, 0], [6, 7, 8]])
+    scripts = [[9, 2, 9, 9], [10, 11, 10, 11]]
+    model = ScriptedSeq2Seq(src, scripts, vocab_size=12, bos_id=1, eos_id=2, max_steps=4)
+    state = model.start(src)
+    prev = torch.tensor([1, 1])
+    seen = []
+    for _ in range(4):
+        logits, state, weights = model.step(state, prev)
+        assert logits.shape == (2, 12) and weights.shape == (2, 3)
+        prev = logits.argmax(dim=-1)
+        seen.append(prev.tolist())
+    assert seen == [[9, 10], [2, 11], [9, 10], [9, 11]]
+    with pytest.raises(RunawayDecoding):
+        model.step(state, prev)
+
+
+# ===================================================== every checker, whatever fn is
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+@pytest.mark.parametrize("not_a_function", [None, 42, "fn", torch.zeros(2), [1, 2]])
+def test_checkers_never_raise_for_non_callables(checker, not_a_function, capsys):
+    assert checker(not_a_function) is False
+    out = capsys.readouterr().out
+    assert out.startswith("✗ ") and "instead of a function" in out
+    assert f"{checker.__name__}(my_function)" in out
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_checkers_never_raise_whatever_fn_does(checker, capsys):
+    def exits(*args):
+        sys.exit(0)
+
+    def returns_a_generator(*args):
+        yield 1
+
+    class Strange:
+        def __eq__(self, other):
+            raise RuntimeError("no comparing me")
+
+        def __repr__(self):
+            raise RuntimeError("no printing me")
+
+    for fn in [exits, returns_a_generator, lambda *a: Strange(), lambda *a: (1, 2, 3), lambda *a: float("nan"),
+               lambda: 0, lambda *a: print("hello") or 7]:
+        assert checker(fn) is False
+        out = capsys.readouterr().out
+        assert out.count("✗") == 1, out
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_checkers_let_keyboard_interrupt_through(checker):
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        checker(interrupted)
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_checkers_have_learner_docstrings(checker):
+    doc = checker.__doc__
+    assert doc and "Shapes:" in doc and "Returns:" in doc
