@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pad_sequence
 
-from attnbook.data import DEFAULT_ALPHABET, Batches, Vocab, build_vocabs, copy_task, reversal_task, reverse_sources, sequence_splits
+from attnbook.data import DEFAULT_ALPHABET, Batches, Example, Vocab, build_vocabs, copy_task, reversal_task, reverse_sources, sequence_splits
 from attnbook.decoding import greedy_decode
 from attnbook.metrics import accuracy_by_length, exact_match
 from attnbook.training import History, fit
@@ -40,6 +40,8 @@ class LengthResult(NamedTuple):
         model: the trained model.
         seconds: wall time of training (all epochs).
         vocabs: ``(src_vocab, tgt_vocab)`` the model was trained with.
+        test_examples: the held-out examples the accuracies were measured on (with reversed
+            sources when ``reverse_source=True``: exactly what the model read).
     """
 
     by_length: dict[int, float]
@@ -48,6 +50,7 @@ class LengthResult(NamedTuple):
     model: nn.Module
     seconds: float
     vocabs: tuple[Vocab, Vocab]
+    test_examples: list[Example]
 
 
 def length_experiment(
@@ -101,7 +104,7 @@ def length_experiment(
     history = fit(model, batches, epochs=epochs, lr=lr)
     seconds = time.perf_counter() - started
     by_length, overall = evaluate_by_length(model, test, src_vocab, tgt_vocab)
-    return LengthResult(by_length, overall, history, model, seconds, (src_vocab, tgt_vocab))
+    return LengthResult(by_length, overall, history, model, seconds, (src_vocab, tgt_vocab), test)
 
 
 def evaluate_by_length(model: nn.Module, examples, src_vocab: Vocab, tgt_vocab: Vocab,

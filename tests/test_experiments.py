@@ -1,0 +1,88 @@
+"""attnbook.experiments: the length experiment and context vectors."""
+
+import pytest
+import torch
+
+from attnbook import data
+from attnbook.experiments import context_vectors, evaluate_by_length, length_experiment
+from attnbook.rnn import Seq2Seq
+
+
+def tiny_model(src_vocab_size, tgt_vocab_size):
+    return Seq2Seq.build(src_vocab_size, tgt_vocab_size, embed_dim=8, hidden_size=16, bidirectional=False)
+
+
+def test_length_experiment_reports_every_test_length():
+    result = length_experiment(tiny_model, min_len=2, max_len=6, n_train=200, n_test=120, epochs=1,
+                               batch_size=32, alphabet="abcd")
+    lengths = sorted({len(e.source) for e in result.test_examples})
+    assert list(result.by_length) == lengths
+    assert set(lengths) <= set(range(2, 7))
+    assert all(0.0 <= accuracy <= 1.0 for accuracy in result.by_length.values())
+    assert len(result.history) == 1 and result.seconds > 0
+    assert len(result.test_examples) == 120
+
+
+def test_length_experiment_is_repeatable():
+    settings = dict(min_len=2, max_len=5, n_train=150, n_test=60, epochs=1, batch_size=32, alphabet="abc")
+    first = length_experiment(tiny_model, **settings)
+    second = length_experiment(tiny_model, **settings)
+    assert first.by_length == second.by_length
+    assert first.history["train_loss"] == second.history["train_loss"]
+
+
+def test_reverse_source_feeds_reversed_strings_with_unchanged_targets():
+    settings = dict(min_len=3, max_len=5, n_train=100, n_test=40, epochs=1, batch_size=32, alphabet="abc")
+    plain = length_experiment(tiny_model, **settings)
+    flipped = length_experiment(tiny_model, reverse_source=True, **settings)
+    for a, b in zip(plain.test_examples, flipped.test_examples):
+        assert b.source == a.source[::-1]
+        assert b.target == a.target
+
+
+def test_evaluate_by_length_counts_a_perfect_model_as_perfect():
+    """A scripted 'model' that reverses its source must score 1.0 at every length."""
+    examples = data.reversal_task(30, 2, 5, seed=1, alphabet="abc")
+    src_vocab, tgt_vocab = data.build_vocabs(examples)
+
+    class Reverser(torch.nn.Module):
+        pad_id = 0
+
+        def start(self, src):
+            lengths = (src != 0).sum(dim=1)
+            return {"src": src, "lengths": lengths, "t": 0}
+
+        def step(self, state, prev):
+            src, lengths, t = state["src"], state["lengths"], state["t"]
+            logits = torch.full((src.size(0), len(tgt_vocab)), -1e9)
+            for row in range(src.size(0)):
+                position = int(lengths[row]) - 1 - t
+                token = tgt_vocab.eos_id if position < 0 else tgt_vocab.encode(src_vocab.decode([int(src[row, position])]))[0]
+                logits[row, token] = 0.0
+            return logits, {**state, "t": t + 1}, None
+
+    by_length, overall = evaluate_by_length(Reverser(), examples, src_vocab, tgt_vocab)
+    assert overall == 1.0
+    assert set(by_length.values()) == {1.0}
+
+
+def test_unknown_task_is_named():
+    with pytest.raises(ValueError, match=r"unknown task 'sort'; choose one of \['copy', 'reversal'\]"):
+        length_experiment(tiny_model, task="sort")
+
+
+def test_context_vectors_match_the_encoder_and_ignore_batch_composition():
+    examples = data.date_task(20, seed=0)
+    src_vocab, tgt_vocab = data.build_vocabs(examples)
+    torch.manual_seed(0)
+    model = Seq2Seq.build(len(src_vocab), len(tgt_vocab), embed_dim=8, hidden_size=12, bidirectional=True)
+    texts = [e.source for e in examples]
+    together = context_vectors(model, texts, src_vocab)
+    one_by_one = torch.cat([context_vectors(model, [text], src_vocab) for text in texts])
+    assert together.shape == (20, 24)
+    assert torch.allclose(together, one_by_one, atol=1e-6)
+
+
+def test_context_vectors_need_an_encoder():
+    with pytest.raises(TypeError, match="has no encode"):
+        context_vectors(torch.nn.Linear(2, 2), ["ab"], data.Vocab("ab"))
