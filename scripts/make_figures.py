@@ -12,6 +12,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.hashsalt"] = "attention-step-by-step"  # the same SVG ids on every run
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
@@ -110,7 +111,51 @@ def draw_encoder_decoder(path: Path) -> None:
     plt.close(fig)
 
 
+def draw_additive_attention(path: Path) -> None:
+    """One Bahdanau step: s_{i-1} scores every annotation h_j; the weights mix them into c_i."""
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    weights = [0.05, 0.10, 0.70, 0.15]
+    step = 1.3
+    for j, weight in enumerate(weights):
+        x = j * step
+        _cell(ax, x, 0.0, f"$h_{j + 1}$", "#dbe9f6")
+        ax.text(x, -0.65, f"$x_{j + 1}$", ha="center", fontsize=10)
+        _arrow(ax, (x, -0.5), (x, -0.3))
+        # the score e_ij = v^T tanh(W s_{i-1} + U h_j), then the weight alpha_ij
+        _cell(ax, x, 1.2, f"$e_{{i{j + 1}}}$", "#eeeeee", width=0.7, height=0.45)
+        _arrow(ax, (x, 0.3), (x, 0.97))
+        ax.add_patch(FancyBboxPatch((x - 0.3, 1.8), 0.6, 0.9 * weight + 0.02,
+                                    boxstyle="square,pad=0", facecolor="#e07b39", edgecolor="none"))
+        ax.text(x, 1.72, f"$\\alpha_{{i{j + 1}}}$={weight:.2f}", ha="center", va="top", fontsize=8.5)
+        _arrow(ax, (x, 1.43), (x, 1.55), colour="#888888")
+    ax.text(-0.9, 1.2, "scores", ha="right", va="center", fontsize=9, color="#555555")
+    ax.text(-0.9, 2.1, "softmax\nweights", ha="right", va="center", fontsize=9, color="#555555")
+    s_x = len(weights) * step + 0.8
+    _cell(ax, s_x, 1.2, "$s_{i-1}$", "#fde9c9")
+    # s_{i-1} is compared with every annotation: a line under the score boxes, one arrow up to each
+    ax.plot([0.2, s_x - 0.4], [0.62, 0.62], color="#8a6d3b", linewidth=1.0)
+    ax.plot([s_x - 0.4, s_x - 0.4], [0.62, 1.2], color="#8a6d3b", linewidth=1.0)
+    for j in range(len(weights)):
+        _arrow(ax, (j * step + 0.2, 0.62), (j * step + 0.2, 0.97), colour="#8a6d3b")
+    ax.text(s_x, 0.75, "previous\ndecoder state", ha="center", va="top", fontsize=8, color="#8a6d3b")
+    c_x = 1.5 * step
+    _cell(ax, c_x, 3.4, "$c_i = \\sum_j \\alpha_{ij} h_j$", "#f6d6d6", width=2.0)
+    for j in range(len(weights)):
+        ax.annotate("", xy=(c_x, 3.1), xytext=(j * step, 2.75),
+                    arrowprops=dict(arrowstyle="-|>", color="#b05050", linewidth=0.6 + 3 * weights[j]))
+    _cell(ax, s_x, 3.4, "$s_i$", "#fde9c9")
+    _arrow(ax, (c_x + 1.0, 3.4), (s_x - 0.4, 3.4))
+    _arrow(ax, (s_x, 1.5), (s_x, 3.1))
+    ax.text(s_x + 0.55, 3.4, "$\\rightarrow y_i$", ha="left", va="center", fontsize=10)
+    ax.set_xlim(-2.2, s_x + 1.5)
+    ax.set_ylim(-0.9, 3.8)
+    ax.set_axis_off()
+    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
 FIGURES_TO_DRAW = {
+    "additive_attention.svg": draw_additive_attention,
     "roadmap.svg": draw_roadmap,
     "encoder_decoder.svg": draw_encoder_decoder,
 }
