@@ -1,4 +1,4 @@
-"""attnbook.exercises: the checker machinery and the chapter 1 checkers.
+"""attnbook.exercises: the checker machinery and the checkers of chapters 1 and 2.
 
 Every checker must pass a right solution, fail typical wrong ones with a specific
 message, and never raise (except KeyboardInterrupt, so a learner can stop a hanging loop).
@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.exercises import check_greedy_decode, check_teacher_forcing_inputs
+import attnbook.attention
+import attnbook.exercises
+from attnbook.exercises import (
+    check_additive_attention,
+    check_greedy_decode,
+    check_masked_softmax,
+    check_teacher_forcing_inputs,
+)
 from attnbook.exercises._checking import (
     Case,
     ScriptedSeq2Seq,
@@ -20,7 +27,7 @@ from attnbook.exercises._checking import (
     run_checks,
 )
 
-CHECKERS = [check_teacher_forcing_inputs, check_greedy_decode]
+CHECKERS = [check_teacher_forcing_inputs, check_greedy_decode, check_masked_softmax, check_additive_attention]
 
 
 def _passes(checker, fn, capsys) -> str:
@@ -224,6 +231,25 @@ def test_run_checks_survives_a_compare_function_that_raises(capsys):
 
     assert run_checks("odd", lambda x: object(), [_case(1)], bad_compare) is False
     assert "could not inspect" in capsys.readouterr().out
+
+
+def test_run_checks_adds_an_error_hint(capsys):
+    def raises(x):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    def hint(problem, case):
+        assert problem.startswith("raised RuntimeError: mat1")
+        return "transpose W"
+
+    assert run_checks("t", raises, [_case(1)], error_hint=hint) is False
+    out = capsys.readouterr().out
+    assert out.startswith("✗ t: raised RuntimeError: mat1 and mat2 shapes cannot be multiplied\n  hint: transpose W\n")
+
+    def broken_hint(problem, case):
+        raise ValueError("a bug in the hint")
+
+    assert run_checks("t", raises, [_case(1)], error_hint=broken_hint) is False
+    assert "hint" not in capsys.readouterr().out
 
 
 def test_run_checks_builds_cases_lazily(capsys):
@@ -502,6 +528,229 @@ def test_scripted_model_follows_its_script_and_stops_runaways():
     assert seen == [[9, 10], [2, 11], [9, 10], [9, 11]]
     with pytest.raises(RunawayDecoding):
         model.step(state, prev)
+
+
+# ============================================== one module per chapter, one import path
+
+
+def test_checkers_live_in_chapter_modules_and_are_reexported():
+    from attnbook.exercises import attention, seq2seq
+
+    assert check_teacher_forcing_inputs is seq2seq.check_teacher_forcing_inputs
+    assert check_greedy_decode is seq2seq.check_greedy_decode
+    assert check_masked_softmax is attention.check_masked_softmax
+    assert check_additive_attention is attention.check_additive_attention
+    assert set(attnbook.exercises.__all__) == {checker.__name__ for checker in CHECKERS}
+
+
+# ================================================================ check_masked_softmax
+
+
+def ms_right(scores, mask):
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.nan_to_num(weights, nan=0.0)
+
+
+def ms_right_finite_fill(scores, mask):
+    weights = torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)
+    return weights.masked_fill(~mask, 0.0)
+
+
+def ms_right_by_hand(scores, mask):
+    shifted = scores - scores.max(dim=-1, keepdim=True).values
+    exps = shifted.exp() * mask
+    totals = exps.sum(dim=-1, keepdim=True)
+    return torch.where(totals > 0, exps / totals.clamp(min=1e-30), torch.zeros_like(exps))
+
+
+@pytest.mark.parametrize("solution", [ms_right, ms_right_finite_fill, ms_right_by_hand,
+                                      lambda s, m: attnbook.attention.masked_softmax(s, m)])
+def test_masked_softmax_passes_right_solutions(solution, capsys):
+    out = _passes(check_masked_softmax, solution, capsys)
+    assert "masked softmax: all 5 cases passed" in out
+
+
+def ms_naive_exp(scores, mask):
+    exps = scores.exp() * mask
+    totals = exps.sum(dim=-1, keepdim=True)
+    return torch.where(totals > 0, exps / totals, torch.zeros_like(exps))
+
+
+def ms_in_place(scores, mask):
+    scores.masked_fill_(~mask, float("-inf"))
+    return torch.nan_to_num(torch.softmax(scores, dim=-1))
+
+
+@pytest.mark.parametrize(
+    ("wrong", "fragments"),
+    [
+        (lambda s, m: torch.softmax(s, dim=-1),
+         ["position 3 of row 1 is masked but got weight 0.22", "the mask was not applied", "case 1 of 5"]),
+        (lambda s, m: ms_right(s, ~m), ["is masked but got weight", "True means *may attend*"]),
+        (lambda s, m: torch.softmax(s * m, dim=-1), ["is masked but got weight", "exp(0) still gets weight"]),
+        (lambda s, m: torch.softmax(s, dim=-1) * m, ["values differ", "rows that no longer sum to 1"]),
+        (lambda s, m: torch.nan_to_num(torch.softmax(s.masked_fill(~m, float("-inf")), dim=0)),
+         ["the softmax ran over dim=0", "last dimension (dim=-1)"]),
+        (lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1),
+         ["weights contains NaN at index (1, 0)", "row 1 has no position it may attend", "torch.nan_to_num",
+          "case 4 of 5"]),
+        (lambda s, m: torch.softmax(s.masked_fill(~m, -1e9), dim=-1),
+         ["row 1 is fully masked but its weights sum to 1; they must all be 0", "case 4 of 5"]),
+        (ms_naive_exp, ["contains NaN", "exp(1000) overflows", "subtract each row's maximum", "case 5 of 5"]),
+        (ms_in_place, ["changed its input `scores` in place"]),
+        (lambda s, m: m, ["dtype torch.bool but expected torch.float32", "must be floats"]),
+        (lambda s, m: ms_right(s, m).sum(-1), ["shape (2,) but expected (2, 5)", "you summed over the last dimension"]),
+    ],
+)
+def test_masked_softmax_typical_mistakes(wrong, fragments, capsys):
+    _fails(check_masked_softmax, wrong, capsys, *fragments)
+
+
+def test_masked_softmax_broadcast_mask_shape_mistake(capsys):
+    def mask_shaped(scores, mask):
+        return ms_right(scores, mask) if mask.shape == scores.shape else mask.float()
+
+    _fails(check_masked_softmax, mask_shaped, capsys,
+           "shape (3, 1, 6) but expected (3, 4, 6)", "the mask only broadcasts", "case 2 of 5")
+
+
+# ============================================================ check_additive_attention
+
+
+def aa_right(query, keys, W_q, W_k, v, mask):
+    scores = torch.tanh((query @ W_q.T).unsqueeze(1) + keys @ W_k.T) @ v  # (B, L)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
+    return (weights.unsqueeze(1) @ keys).squeeze(1), weights
+
+
+def aa_right_with_module(query, keys, W_q, W_k, v, mask):
+    attention = attnbook.attention.AdditiveAttention(W_q.shape[1], W_k.shape[1], W_q.shape[0])
+    with torch.no_grad():
+        attention.query_proj.weight.copy_(W_q)
+        attention.key_proj.weight.copy_(W_k)
+        attention.score_proj.weight.copy_(v.unsqueeze(0))
+        return attention(query, keys, mask=mask)
+
+
+def aa_right_one_row_at_a_time(query, keys, W_q, W_k, v, mask):
+    contexts, weights = [], []
+    for b in range(query.shape[0]):
+        scores = torch.stack([v @ torch.tanh(W_q @ query[b] + W_k @ k) for k in keys[b]])  # (L,)
+        if mask is not None:
+            scores = scores.masked_fill(~mask[b], -1e9)
+        alpha = torch.softmax(scores, dim=0)
+        if mask is not None:
+            alpha = alpha * mask[b]
+        weights.append(alpha)
+        contexts.append(alpha @ keys[b])
+    return torch.stack(contexts), torch.stack(weights)
+
+
+@pytest.mark.parametrize("solution", [aa_right, aa_right_with_module, aa_right_one_row_at_a_time])
+def test_additive_attention_passes_right_solutions(solution, capsys):
+    out = _passes(check_additive_attention, solution, capsys)
+    assert "additive attention: all 5 cases passed" in out
+
+
+def additive_with_mistake(mistake):
+    """aa_right with one typical mistake."""
+
+    def additive(query, keys, W_q, W_k, v, mask):
+        projected_query = query @ (W_q if mistake == "W_q not transposed" else W_q.T)  # (B, h)
+        hidden = projected_query.unsqueeze(1) + keys @ W_k.T  # (B, L, h)
+        if mistake != "no tanh":
+            hidden = torch.tanh(hidden)
+        scores = hidden.sum(-1) if mistake == "no v" else hidden @ v  # (B, L)
+        if mask is not None and mistake != "no mask":
+            scores = scores * mask if mistake == "multiply by mask" else scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=0 if mistake == "softmax over batch" else -1)
+        if mistake != "NaN for fully masked row":
+            weights = torch.nan_to_num(weights, nan=0.0)
+        mixing = scores if mistake == "context from scores" else weights
+        values = keys @ W_k.T if mistake == "projected keys as values" else keys
+        context = (mixing.unsqueeze(1) @ values).squeeze(1)  # (B, d)
+        if mistake == "swapped":
+            return weights, context
+        return context, weights
+
+    return additive
+
+
+@pytest.mark.parametrize(
+    ("mistake", "fragments"),
+    [
+        ("W_q not transposed", ["raised RuntimeError", "query @ W_q.T", "case 1 of 5"]),
+        ("no tanh", ["weights values differ", "tanh is missing"]),
+        ("no v", ["weights values differ", "dot product of v"]),
+        ("no mask", ["weights: position 3 of row 1 is masked but got weight 0.12", "the mask was not applied"]),
+        ("multiply by mask", ["position 3 of row 1 is masked but got weight", "exp(0) still gets weight"]),
+        ("softmax over batch", ["the softmax ran over the batch (dim=0)"]),
+        ("context from scores", ["context contains inf", "uses the softmax weights"]),
+        ("projected keys as values", ["context has shape (3, 7) but expected (3, 6)", "not the projected keys"]),
+        ("swapped", ["shapes (3, 5) and (3, 6): (weights, context)?", "order (context, weights)"]),
+        ("NaN for fully masked row", ["weights contains NaN", "row 1 has no position it may attend", "case 5 of 5"]),
+    ],
+)
+def test_additive_attention_typical_mistakes(mistake, fragments, capsys):
+    _fails(check_additive_attention, additive_with_mistake(mistake), capsys, *fragments)
+
+
+def test_additive_attention_context_from_raw_scores_without_mask(capsys):
+    def raw(query, keys, W_q, W_k, v, mask):
+        context, weights = aa_right(query, keys, W_q, W_k, v, mask)
+        if mask is None:
+            scores = torch.tanh((query @ W_q.T).unsqueeze(1) + keys @ W_k.T) @ v
+            context = (scores.unsqueeze(1) @ keys).squeeze(1)
+        return context, weights
+
+    _fails(check_additive_attention, raw, capsys, "context values differ", "mixed with the raw scores", "case 2 of 5")
+
+
+def test_additive_attention_output_form_mistakes(capsys):
+    _fails(check_additive_attention, lambda *a: aa_right(*a)[0], capsys,
+           "returned only a tensor of shape (3, 6) (the context?)")
+    _fails(check_additive_attention, lambda *a: aa_right(*a)[1], capsys,
+           "returned only a tensor of shape (3, 5) (the weights?)")
+    _fails(check_additive_attention, lambda *a: (aa_right(*a)[0].unsqueeze(1), aa_right(*a)[1]), capsys,
+           "context has shape (3, 1, 6)", ".squeeze(1)")
+    _fails(check_additive_attention, lambda *a: (aa_right(*a)[0], aa_right(*a)[1].unsqueeze(-1)), capsys,
+           "weights has shape (3, 5, 1)", ".squeeze(-1)")
+    _fails(check_additive_attention, lambda *a: aa_right(*a) + (None,), capsys,
+           "a tuple of 3 items but expected 2 (context, weights)")
+
+
+def test_additive_attention_mask_none_crash(capsys):
+    def crashes_on_none(query, keys, W_q, W_k, v, mask):
+        scores = torch.tanh((query @ W_q.T).unsqueeze(1) + keys @ W_k.T) @ v
+        weights = torch.nan_to_num(torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1))
+        return (weights.unsqueeze(1) @ keys).squeeze(1), weights
+
+    _fails(check_additive_attention, crashes_on_none, capsys,
+           "raised TypeError", "mask may be None", "if mask is not None", "case 2 of 5")
+
+
+def test_additive_attention_finite_fill_without_zeroing(capsys):
+    def finite(query, keys, W_q, W_k, v, mask):
+        scores = torch.tanh((query @ W_q.T).unsqueeze(1) + keys @ W_k.T) @ v
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -1e9)
+        weights = torch.softmax(scores, dim=-1)
+        return (weights.unsqueeze(1) @ keys).squeeze(1), weights
+
+    _fails(check_additive_attention, finite, capsys,
+           "row 1 is fully masked but its weights sum to 1", "case 5 of 5")
+
+
+def test_additive_attention_does_not_change_the_inputs(capsys):
+    def in_place(query, keys, W_q, W_k, v, mask):
+        keys.mul_(1.0)
+        if mask is not None:
+            mask.fill_(True)
+        return aa_right(query, keys, W_q, W_k, v, mask)
+
+    _fails(check_additive_attention, in_place, capsys, "changed its input `mask` in place")
 
 
 # ===================================================== every checker, whatever fn is

@@ -4,12 +4,15 @@ Every chapter notebook imports from here; nothing here imports a chapter.
 Modules, one concept each (dependencies flow downwards in this list):
 
 - ``attnbook.data``        synthetic tasks, ``Vocab``, padding and batching
+- ``attnbook.attention``   ``masked_softmax``, ``AdditiveAttention`` (chapter 2; later chapters add more)
 - ``attnbook.rnn``         GRU encoder, plain decoder, ``Seq2Seq`` (chapter 1)
+- ``attnbook.decoders``    attention decoders: ``BahdanauDecoder``, ``BahdanauSeq2Seq`` (chapter 2)
 - ``attnbook.training``    ``fit``: one training loop for every chapter
 - ``attnbook.decoding``    greedy decoding
 - ``attnbook.metrics``     exact match, token accuracy, accuracy by length
 - ``attnbook.plot``        attention heatmaps and training curves
-- ``attnbook.exercises``   checkers for the chapters' code exercises
+- ``attnbook.experiments``  experiments several chapters repeat (accuracy by length)
+- ``attnbook.exercises``   checkers for the chapters' code exercises (one module per chapter)
 """
 
 from attnbook._setup import setup

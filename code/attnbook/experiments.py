@@ -22,7 +22,13 @@ from attnbook.decoding import greedy_decode
 from attnbook.metrics import accuracy_by_length, exact_match
 from attnbook.training import History, fit
 
-__all__ = ["LengthResult", "length_experiment", "evaluate_by_length", "context_vectors"]
+__all__ = ["REVERSAL_BENCHMARK", "LengthResult", "length_experiment", "evaluate_by_length", "context_vectors"]
+
+#: The settings of the reversal benchmark that Chapters 1 and 2 both run, so that the models
+#: with and without attention see the same strings for the same number of epochs:
+#: ``length_experiment(model_factory, **REVERSAL_BENCHMARK)``.
+REVERSAL_BENCHMARK = dict(task="reversal", min_len=3, max_len=30, n_train=5000, n_test=1400,
+                          epochs=4, lr=7e-3, seed=0)
 
 #: ``model_factory(src_vocab_size, tgt_vocab_size) -> model`` (a model of the course).
 ModelFactory = Callable[[int, int], nn.Module]

@@ -349,7 +349,7 @@ def _as_numpy(array) -> np.ndarray:
 
 
 def run_checks(title: str, fn, cases, compare_fn: Callable | None = None,
-               summary: str = "", checker: str = "check_x") -> bool:
+               summary: str = "", checker: str = "check_x", error_hint: Callable | None = None) -> bool:
     """Check ``fn`` on every case; print one ✓ line or one ✗ message; return True if all passed.
 
     Args:
@@ -362,6 +362,9 @@ def run_checks(title: str, fn, cases, compare_fn: Callable | None = None,
             hints. A returned message may hold several lines.
         summary: what the cases cover, shown after ``✓`` (one line).
         checker: the public checker's name, for the message when ``fn`` is not a function.
+        error_hint: ``error_hint(problem, case) -> str``, a hint for a problem found while
+            calling ``fn`` (e.g. ``"raised RuntimeError: mat1 and mat2 shapes cannot be
+            multiplied ..."``), or ``""``; shown as a ``hint:`` line under the problem.
 
     Never raises, except KeyboardInterrupt (see the module docstring).
     """
@@ -376,7 +379,10 @@ def run_checks(title: str, fn, cases, compare_fn: Callable | None = None,
     compare_fn = compare_fn or _default_compare
     for number, case in enumerate(cases, start=1):
         value, problem = call_safely(fn, case)
-        if problem is None:
+        if problem is not None and error_hint is not None:
+            hint = _hint_safely(error_hint, problem, case)
+            problem += f"\nhint: {hint}" if hint else ""
+        elif problem is None:
             problem = _compare_safely(compare_fn, value, case)
         if problem is not None:
             _print_failure(title, problem, f"case {number} of {len(cases)}: {case.description}")
@@ -398,6 +404,13 @@ def _compare_safely(compare_fn: Callable, value, case: Case) -> str | None:
     except BaseException as error:  # noqa: BLE001 - an odd return value must not crash the checker
         return (f"returned {kind_of(value)}, which the checker could not inspect "
                 f"({describe_exception(error)})")
+
+
+def _hint_safely(error_hint: Callable, problem: str, case: Case) -> str:
+    try:
+        return error_hint(problem, case) or ""
+    except Exception:  # noqa: BLE001 - a hint must never crash the checker
+        return ""
 
 
 def _not_callable_message(fn, checker: str) -> str:

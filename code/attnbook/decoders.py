@@ -1,0 +1,322 @@
+"""Attention decoders (chapter 2: Bahdanau et al. 2015; chapter 3 adds Luong et al. 2015).
+
+Chapter 1's decoder read one fixed-size context vector. An attention decoder computes a
+fresh context vector ``c_i`` for every output step ``i``: a weighted average of all the
+encoder's outputs, which Bahdanau et al. call *annotations* ``h_j``, with weights that
+depend on what the decoder has written so far.
+
+Letters used in the shapes below:
+``B`` batch, ``S`` source length, ``T`` target length, ``E`` embedding size,
+``H`` decoder state size, ``A`` annotation size (``H_enc * D`` for :class:`attnbook.rnn.Encoder`),
+``h`` hidden size of the additive scorer, ``V`` target vocabulary size.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from attnbook.attention import AdditiveAttention
+from attnbook.rnn import Encoder, Seq2Seq, _check_positive, _check_token_ids
+
+__all__ = ["BahdanauDecoder", "BahdanauSeq2Seq", "BahdanauState"]
+
+
+class BahdanauState(NamedTuple):
+    """What :meth:`BahdanauSeq2Seq.step` carries from one step to the next.
+
+    Everything but ``hidden`` is computed once per source sentence by ``start``.
+
+    Shapes:
+        annotations ``(B, S, A)``: the encoder outputs ``h_j``.
+        projected_keys ``(B, S, h)``: ``U_a h_j``, the query-independent part of the scores.
+        src_mask ``(B, S)`` bool (True = real token) or ``None`` (attend to padding too).
+        hidden ``(B, H)``: the decoder state ``s_{i-1}``.
+    """
+
+    annotations: Tensor
+    projected_keys: Tensor
+    src_mask: Tensor | None
+    hidden: Tensor
+
+
+class BahdanauDecoder(nn.Module):
+    """The decoder of Bahdanau, Cho and Bengio (2015), "align and translate".
+
+    At output step ``i`` (counting from 1), with the previous state ``s_{i-1}`` and the
+    previous target token ``y_{i-1}`` (``bos`` at the first step):
+
+    1. score every annotation from the **previous** state:
+       ``e_ij = v_aᵀ tanh(W_a s_{i-1} + U_a h_j)`` (:class:`~attnbook.attention.AdditiveAttention`);
+    2. ``α_i = softmax(e_i)`` over the real source positions (padding masked);
+    3. context ``c_i = Σ_j α_ij h_j``;
+    4. new state ``s_i = GRU([E y_{i-1}; c_i], s_{i-1})``;
+    5. ``logits_i = W_o [s_i; c_i; E y_{i-1}]``.
+
+    The initial state is ``s_0 = tanh(W_s c)``, ``c`` being the encoder's context vector.
+
+    Where we simplify the paper (the attention itself is as in the paper):
+
+    - Output layer. The paper's main text writes ``p(y_i) = g(y_{i-1}, s_i, c_i)``; its
+      appendix implements ``g`` as a deep output with a maxout layer, computed from
+      ``s_{i-1}``. We use one linear layer on ``[s_i; c_i; E y_{i-1}]``, as chapter 1's decoder does.
+    - Initial state. The paper uses ``s_0 = tanh(W_s ←h_1)``, the backward encoder state at
+      the first source position. :class:`attnbook.rnn.Encoder` gives the context
+      ``c = [→h_T; ←h_1]`` (bidirectional) or ``→h_T`` (one direction), and we use all of it:
+      the paper's choice is the special case where the weights on ``→h_T`` are zero, it
+      works for a one-directional encoder too, and it is what chapter 1's decoder does,
+      so that attention is the only difference between the two chapters' models.
+    - GRU cell. ``nn.GRUCell`` applies the reset gate after the recurrent matrix,
+      ``r ∘ (U s + b)``; the paper (like Cho et al. 2014) applies it before, ``U (r ∘ s)``.
+
+    Args:
+        vocab_size: number of target symbols ``V``.
+        embed_dim: size of a target symbol's embedding ``E``.
+        hidden_size: size of the decoder state ``H``.
+        annotation_size: size ``A`` of an annotation ``h_j`` and of the encoder's context
+            vector (both are ``encoder.output_size`` for :class:`attnbook.rnn.Encoder`).
+        attention_dim: hidden size ``h`` of the additive scorer (1000 in the paper).
+        pad_id: padding id of the target vocabulary (its embedding is kept at zero).
+
+    Shapes:
+        init_state(context ``(B, A)``) -> ``(B, H)``
+        forward(tgt_in ``(B, T)`` long, annotations ``(B, S, A)``, hidden ``(B, H)``,
+        src_mask ``(B, S)`` bool or None) -> (logits ``(B, T, V)``, weights ``(B, T, S)``)
+        step(prev ``(B,)`` long, hidden ``(B, H)``, annotations ``(B, S, A)``,
+        projected_keys ``(B, S, h)``, src_mask) -> (logits ``(B, V)``, hidden ``(B, H)``, weights ``(B, S)``)
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        hidden_size: int,
+        annotation_size: int,
+        attention_dim: int,
+        pad_id: int = 0,
+    ) -> None:
+        super().__init__()
+        _check_positive(vocab_size=vocab_size, embed_dim=embed_dim, hidden_size=hidden_size,
+                        annotation_size=annotation_size, attention_dim=attention_dim)
+        if not 0 <= pad_id < vocab_size:
+            raise ValueError(f"pad_id={pad_id} is not an id of a vocabulary of size {vocab_size}")
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.annotation_size = annotation_size
+        self.pad_id = pad_id
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
+        self.attention = AdditiveAttention(query_dim=hidden_size, key_dim=annotation_size, hidden_dim=attention_dim)
+        self.init = nn.Linear(annotation_size, hidden_size)  # W_s
+        self.cell = nn.GRUCell(embed_dim + annotation_size, hidden_size)
+        self.out = nn.Linear(hidden_size + annotation_size + embed_dim, vocab_size)
+
+    def init_state(self, context: Tensor) -> Tensor:
+        """``s_0 = tanh(W_s c)`` from the encoder's context vector.
+
+        Shapes:
+            context ``(B, A)`` -> ``(B, H)``
+        """
+        if context.dim() != 2 or context.size(1) != self.annotation_size:
+            raise ValueError(f"context must have shape (B, {self.annotation_size}), got {tuple(context.shape)}")
+        return torch.tanh(self.init(context))
+
+    def forward(self, tgt_in: Tensor, annotations: Tensor, hidden: Tensor,
+                src_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: all ``T`` steps, feeding the true previous tokens.
+
+        Unlike chapter 1's decoder this is a Python loop over the steps: the context of step
+        ``i`` depends on ``s_{i-1}``, so the steps cannot be handed to ``nn.GRU`` in one call.
+        The parts that do not depend on the state are computed once: the embeddings, the key
+        projections ``U_a h_j`` and (after the loop) the output layer.
+
+        Shapes:
+            tgt_in ``(B, T)`` long ``[bos, y_1 .. y_{T-1}]``; annotations ``(B, S, A)``;
+            hidden ``(B, H)`` = ``s_0``; src_mask ``(B, S)`` bool or None.
+            returns: logits ``(B, T, V)`` and the attention weights ``(B, T, S)``.
+        """
+        _check_token_ids("tgt_in", tgt_in)
+        self._check_annotations(annotations, hidden, src_mask, batch=tgt_in.size(0))
+        embedded = self.embedding(tgt_in)  # (B, T, E)
+        projected_keys = self.attention.project_keys(annotations)  # (B, S, h), once per sentence
+        states, contexts, weights = [], [], []
+        for embedded_prev in embedded.unbind(dim=1):  # T x (B, E): the input y_{i-1} of step i
+            hidden, context, alpha = self._advance(embedded_prev, hidden, annotations, projected_keys, src_mask)
+            states.append(hidden)
+            contexts.append(context)
+            weights.append(alpha)
+        states = torch.stack(states, dim=1)  # T x (B, H) -> (B, T, H)
+        contexts = torch.stack(contexts, dim=1)  # T x (B, A) -> (B, T, A)
+        logits = self.out(torch.cat([states, contexts, embedded], dim=-1))  # (B, T, H+A+E) -> (B, T, V)
+        return logits, torch.stack(weights, dim=1)  # T x (B, S) -> (B, T, S)
+
+    def step(self, prev: Tensor, hidden: Tensor, annotations: Tensor, projected_keys: Tensor,
+             src_mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """One decoding step from the previous token ``y_{i-1}`` and state ``s_{i-1}``.
+
+        Shapes:
+            prev ``(B,)`` long; hidden ``(B, H)``; annotations ``(B, S, A)``;
+            projected_keys ``(B, S, h)`` (``self.attention.project_keys(annotations)``);
+            src_mask ``(B, S)`` bool or None.
+            returns: logits ``(B, V)``, the new state ``s_i`` ``(B, H)`` and the weights ``α_i`` ``(B, S)``.
+        """
+        _check_token_ids("prev", prev, ndim=1)
+        embedded = self.embedding(prev)  # (B, E)
+        hidden, context, weights = self._advance(embedded, hidden, annotations, projected_keys, src_mask)
+        logits = self.out(torch.cat([hidden, context, embedded], dim=-1))  # (B, H+A+E) -> (B, V)
+        return logits, hidden, weights
+
+    def _advance(self, embedded: Tensor, hidden: Tensor, annotations: Tensor, projected_keys: Tensor,
+                 src_mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Steps 1-4: attend from ``s_{i-1}``, then update the state with ``[E y_{i-1}; c_i]``.
+
+        Shapes:
+            embedded ``(B, E)``, hidden ``(B, H)`` -> (hidden ``(B, H)``, context ``(B, A)``, weights ``(B, S)``)
+        """
+        context, weights = self.attention(hidden, annotations, mask=src_mask, projected_keys=projected_keys)
+        hidden = self.cell(torch.cat([embedded, context], dim=-1), hidden)  # (B, E+A) -> (B, H)
+        return hidden, context, weights
+
+    def _check_annotations(self, annotations: Tensor, hidden: Tensor, src_mask: Tensor | None, batch: int) -> None:
+        if annotations.dim() != 3 or annotations.size(-1) != self.annotation_size:
+            raise ValueError(f"annotations must have shape (B, S, {self.annotation_size}), "
+                             f"got {tuple(annotations.shape)}")
+        if annotations.size(0) != batch:
+            raise ValueError(f"annotations have batch size {annotations.size(0)} but tgt_in has {batch}")
+        if tuple(hidden.shape) != (batch, self.hidden_size):
+            raise ValueError(f"hidden must have shape (B, H) = {(batch, self.hidden_size)}, got {tuple(hidden.shape)}")
+        if src_mask is not None and tuple(src_mask.shape) != tuple(annotations.shape[:2]):
+            raise ValueError(f"src_mask has shape {tuple(src_mask.shape)} but annotations have (B, S) = "
+                             f"{tuple(annotations.shape[:2])}")
+
+
+class BahdanauSeq2Seq(nn.Module):
+    """Bidirectional-GRU encoder + :class:`BahdanauDecoder`: the chapter 2 model (RNNsearch).
+
+    Follows the model protocol of every chapter (``CONTRACT.md``): ``model(src, tgt_in)``
+    for teacher forcing, ``start``/``step`` for decoding one token at a time, and ``step``
+    returns the attention weights, so ``greedy_decode`` collects them for plotting.
+
+    Args:
+        encoder: an :class:`attnbook.rnn.Encoder` (``pack=True`` keeps its outputs at padded
+            positions at zero and its context free of padding).
+        decoder: a :class:`BahdanauDecoder` with ``annotation_size == encoder.output_size``.
+        pad_id: padding id of source and target; source lengths come from ``src != pad_id``.
+        mask_padding: mask padded source positions out of the attention. Leave it ``True``;
+            ``False`` exists only to show the bug of forgetting the mask (weight on padding).
+
+    Shapes:
+        forward(src ``(B, S)`` long, tgt_in ``(B, T)`` long) -> logits ``(B, T, V)``
+        (and weights ``(B, T, S)`` with ``return_weights=True``)
+        start(src ``(B, S)``) -> :class:`BahdanauState`
+        step(state, prev ``(B,)`` long) -> (logits ``(B, V)``, state, weights ``(B, S)``)
+    """
+
+    def __init__(self, encoder: Encoder, decoder: BahdanauDecoder, pad_id: int = 0, mask_padding: bool = True) -> None:
+        super().__init__()
+        if decoder.annotation_size != encoder.output_size:
+            how = "bidirectional" if encoder.bidirectional else "unidirectional"
+            raise ValueError(
+                f"decoder expects annotations of size annotation_size={decoder.annotation_size} but the encoder "
+                f"gives {encoder.output_size} ({how}, hidden_size={encoder.hidden_size})")
+        if encoder.pad_id != pad_id:
+            raise ValueError(f"pad_id={pad_id} but the encoder was built with pad_id={encoder.pad_id}")
+        if decoder.pad_id != pad_id:
+            raise ValueError(f"pad_id={pad_id} but the decoder was built with pad_id={decoder.pad_id}")
+        self.encoder = encoder
+        self.decoder = decoder
+        self.pad_id = pad_id
+        self.mask_padding = bool(mask_padding)
+
+    @classmethod
+    def build(
+        cls,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        embed_dim: int = 32,
+        hidden_size: int = 64,
+        attention_dim: int = 64,
+        bidirectional: bool = True,
+        pad_id: int = 0,
+        mask_padding: bool = True,
+    ) -> "BahdanauSeq2Seq":
+        """Build encoder (packed GRU), decoder and model with matching sizes.
+
+        The encoder has ``hidden_size`` units per direction and the decoder state has
+        ``hidden_size`` units (the paper: 1000 each, and 1000 for ``attention_dim``); the
+        annotations have ``2 * hidden_size`` features when bidirectional.
+        """
+        encoder = Encoder(src_vocab_size, embed_dim, hidden_size, bidirectional, pad_id, pack=True)
+        decoder = BahdanauDecoder(tgt_vocab_size, embed_dim, hidden_size, encoder.output_size, attention_dim, pad_id)
+        return cls(encoder, decoder, pad_id, mask_padding)
+
+    def source_lengths(self, src: Tensor) -> Tensor:
+        """Real tokens per row; checks right padding and no empty row (as chapter 1's model).
+
+        Shapes:
+            src ``(B, S)`` long -> ``(B,)`` long
+        """
+        return Seq2Seq.source_lengths(self, src)
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """Run the encoder, lengths taken from ``src != pad_id``.
+
+        Shapes:
+            src ``(B, S)`` -> (annotations ``(B, S, A)``, context ``(B, A)``)
+        """
+        return self.encoder(src, self.source_lengths(src))
+
+    def forward(self, src: Tensor, tgt_in: Tensor, return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Teacher-forced logits (and, if asked, the attention weights of every step).
+
+        Shapes:
+            src ``(B, S)`` long, tgt_in ``(B, T)`` long -> logits ``(B, T, V)``
+            [, weights ``(B, T, S)``]
+        """
+        _check_token_ids("src", src)
+        _check_token_ids("tgt_in", tgt_in)
+        if src.size(0) != tgt_in.size(0):
+            raise ValueError(f"src has batch size {src.size(0)} (shape {tuple(src.shape)}) but tgt_in has "
+                             f"{tgt_in.size(0)} (shape {tuple(tgt_in.shape)})")
+        annotations, context = self.encode(src)
+        logits, weights = self.decoder(tgt_in, annotations, self.decoder.init_state(context), self._mask(src))
+        return (logits, weights) if return_weights else logits
+
+    def start(self, src: Tensor) -> BahdanauState:
+        """Encode once: annotations, their key projections, the source mask and ``s_0``.
+
+        Shapes:
+            src ``(B, S)`` -> BahdanauState(annotations ``(B, S, A)``, projected_keys ``(B, S, h)``,
+            src_mask ``(B, S)`` or None, hidden ``(B, H)``)
+        """
+        annotations, context = self.encode(src)
+        return BahdanauState(
+            annotations=annotations,
+            projected_keys=self.decoder.attention.project_keys(annotations),
+            src_mask=self._mask(src),
+            hidden=self.decoder.init_state(context),
+        )
+
+    def step(self, state: BahdanauState, prev: Tensor) -> tuple[Tensor, BahdanauState, Tensor]:
+        """One decoding step.
+
+        Shapes:
+            prev ``(B,)`` long -> (logits ``(B, V)``, new state, weights ``(B, S)``)
+        """
+        if not isinstance(state, BahdanauState):
+            raise TypeError(f"state must be the BahdanauState returned by start or step, got {type(state).__name__}")
+        _check_token_ids("prev", prev, ndim=1)
+        if prev.size(0) != state.hidden.size(0):
+            raise ValueError(f"prev must have shape (B,) = ({state.hidden.size(0)},), one token per source row, "
+                             f"got {tuple(prev.shape)}")
+        logits, hidden, weights = self.decoder.step(prev, state.hidden, state.annotations,
+                                                    state.projected_keys, state.src_mask)
+        return logits, state._replace(hidden=hidden), weights
+
+    def _mask(self, src: Tensor) -> Tensor | None:
+        """``(B, S)`` bool, True at real tokens; None when ``mask_padding=False`` (the bug)."""
+        return src != self.pad_id if self.mask_padding else None
+
+    def extra_repr(self) -> str:
+        return "" if self.mask_padding else "mask_padding=False"

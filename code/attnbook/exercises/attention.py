@@ -1,0 +1,454 @@
+"""Chapter 2 (Bahdanau attention): the checkers of its code exercises.
+
+- :func:`check_masked_softmax`: a softmax that gives masked positions zero weight.
+- :func:`check_additive_attention`: Bahdanau et al.'s additive attention, from its weights.
+
+Import them from :mod:`attnbook.exercises`; how a checker reports is described there.
+The references are :func:`attnbook.attention.masked_softmax` and
+:class:`attnbook.attention.AdditiveAttention`.
+"""
+
+import torch
+
+from attnbook.attention import masked_softmax
+from attnbook.exercises._checking import Case, compare, run_checks
+
+__all__ = ["check_masked_softmax", "check_additive_attention"]
+
+#: A weight above this at a masked position counts as "not masked".
+_LEAK = 1e-6
+
+
+# ================================================================ chapter 2: masked softmax
+
+
+def check_masked_softmax(fn) -> bool:
+    """Check ``fn(scores, mask) -> weights``, a softmax that leaves masked positions out.
+
+    ``mask`` is a bool tensor with ``True`` = *may attend* (the polarity of PyTorch's
+    ``scaled_dot_product_attention``). It has fewer or size-1 dimensions where it is
+    shared, and broadcasts to the shape of ``scores``: a ``(B, 1, L)`` padding mask
+    covers every query of ``(B, T, L)`` scores, a ``(T, L)`` mask covers every batch row.
+    The weights are a softmax over the **last** dimension (the keys), such that
+
+    - a masked position (``mask`` False) gets exactly 0 weight;
+    - the unmasked positions of a row share all the weight: the row sums to 1;
+    - a row with no position it may attend (fully masked) gets all zeros, not NaN;
+    - large scores such as 1000 work: ``exp(1000)`` overflows, so subtract each row's
+      maximum before ``exp`` (``torch.softmax`` does that for you).
+
+    One way: set masked scores to ``-inf`` with ``scores.masked_fill(~mask, float("-inf"))``,
+    take ``torch.softmax(..., dim=-1)``, then handle fully masked rows (their softmax is
+    ``0 / 0 = NaN``). Don't change ``scores`` in place.
+
+    Shapes:
+        scores: ``(..., L)`` float, e.g. ``(B, L)`` or ``(B, T, L)``.
+        mask: bool, broadcastable to ``scores``: ``(B, L)``, ``(B, 1, L)``, ``(T, L)``, ...
+        weights: the shape of ``scores``.
+
+    The cases have padding masks, a mask broadcast over the queries, a causal ``(T, L)``
+    mask shared by the batch, a fully masked row, and scores near ±1000.
+
+    Returns:
+        True if every case passed.
+    """
+    return run_checks(
+        "masked softmax",
+        fn,
+        _masked_softmax_cases,
+        _compare_masked_softmax,
+        summary="padding masks, a (B, 1, L) mask over (B, T, L) scores, a causal mask, "
+                "a fully masked row, scores near ±1000",
+        checker="check_masked_softmax",
+    )
+
+
+def _masked_softmax_cases() -> list[Case]:
+    generator = torch.Generator().manual_seed(21)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator)
+
+    cases = []
+    scores, mask = randn(2, 5), _length_mask((5, 3), 5)
+    cases.append(_softmax_case(scores, mask, "mask (2, 5) with 5 and 3 positions that may be attended "
+                                             "(padding at the end)"))
+    scores, mask = randn(3, 4, 6), _length_mask((6, 2, 4), 6).unsqueeze(1)  # (3, 1, 6)
+    cases.append(_softmax_case(scores, mask, "mask (3, 1, 6): one padding mask per batch row, shared by its 4 queries"))
+    scores, mask = randn(2, 4, 4), torch.ones(4, 4, dtype=torch.bool).tril()  # (4, 4)
+    cases.append(_softmax_case(scores, mask, "mask (4, 4): causal (True on and below the diagonal), "
+                                             "shared by the batch"))
+    scores, mask = randn(3, 5), _length_mask((5, 0, 2), 5)
+    cases.append(_softmax_case(scores, mask, "mask (3, 5) whose row 1 is all False (fully masked)",
+                               fully_masked=[(1,)]))
+    scores = torch.cat([1000 + 5 * randn(1, 6), -1000 + 5 * randn(1, 6)])  # (2, 6)
+    mask = _length_mask((6, 4), 6)
+    cases.append(_softmax_case(scores, mask, "mask (2, 6) with 6 and 4 positions that may be attended; "
+                                             "scores near +1000 in row 0 and near -1000 in row 1",
+                               large=True))
+    return cases
+
+
+def _length_mask(lengths, width: int) -> torch.Tensor:
+    """(len(lengths), width) bool: True at the first ``length`` positions of each row."""
+    return torch.arange(width) < torch.tensor(lengths).unsqueeze(1)  # (B, 1) vs (width,) -> (B, width)
+
+
+def _softmax_case(scores, mask, mask_text: str, fully_masked=(), large=False) -> Case:
+    values = f"scores rounded: {_rounded(scores)}" if scores.numel() <= 12 else ""
+    description = f"scores {tuple(scores.shape)}, {mask_text}" + (f"; {values}" if values else "")
+    return Case(
+        description=description,
+        args=(scores, mask),
+        arg_names=("scores", "mask"),
+        expected=masked_softmax(scores, mask),
+        info={"fully_masked": list(fully_masked), "large": large},
+    )
+
+
+def _rounded(tensor: torch.Tensor) -> list:
+    return [[round(x, 1) for x in row] for row in tensor.tolist()]
+
+
+def _compare_masked_softmax(got, case: Case) -> str | None:
+    scores, mask = case.args
+    expected = case.expected
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or not got.is_floating_point():
+        problem = compare(got, expected, "weights")
+        hint = _softmax_form_hint(got, scores, mask)
+        return problem + (f"\nhint: {hint}" if hint else "") if problem else None
+    got = got.detach()
+    mask = mask.expand(scores.shape)  # (..., L) like the scores
+    problem = _non_finite_problem(got, expected, case, "weights")
+    if problem:
+        return problem
+    for variant, hint in _softmax_variants(scores, case.args[1]):
+        if _close(got, variant) and not _close(got, expected):
+            return _first_problem(got, expected, mask, "weights") + f"\nhint: {hint}"
+    return _weights_problem(got, expected, mask, case, "weights")
+
+
+def _softmax_form_hint(got, scores, mask) -> str:
+    if not isinstance(got, torch.Tensor):
+        return ""
+    if not got.is_floating_point():
+        return "the weights must be floats (a softmax of the scores), not the mask or integers"
+    if got.shape == mask.shape != scores.shape:
+        return "the weights must have the shape of scores; the mask only broadcasts to it"
+    if got.shape == scores.shape[:-1]:
+        return "you summed over the last dimension; return one weight per score"
+    return ""
+
+
+def _softmax_variants(scores, mask):
+    """(wrong answer, hint) pairs for the typical mistakes, computed on this case's inputs."""
+    full = mask.expand(scores.shape)
+    yield torch.softmax(scores, dim=-1), (
+        "the mask was not applied: set the masked scores to -inf before the softmax, e.g. "
+        "scores.masked_fill(~mask, float('-inf'))")
+    yield masked_softmax(scores, ~mask), (
+        "mask True means *may attend* (like torch's scaled_dot_product_attention): you left out "
+        "the True positions instead of the False ones")
+    yield torch.softmax(scores * full, dim=-1), (
+        "multiplying the scores by the mask turns masked scores into 0, and exp(0) still gets "
+        "weight; set them to -inf instead (masked_fill)")
+    yield torch.softmax(scores, dim=-1) * full, (
+        "zeroing the masked weights after the softmax leaves rows that no longer sum to 1; "
+        "mask the scores before the softmax")
+    for dim in range(scores.dim() - 1):
+        yield masked_softmax(scores, mask, dim=dim), (
+            f"the softmax ran over dim={dim}; it must run over the last dimension (dim=-1), the "
+            "keys, so that each row of weights sums to 1")
+
+
+# ============================================================= chapter 2: additive attention
+
+
+def check_additive_attention(fn) -> bool:
+    """Check ``fn(query, keys, W_q, W_k, v, mask) -> (context, weights)``, additive attention.
+
+    Bahdanau et al. (2015) score each key ``k_j`` against the query ``q`` with a small
+    feed-forward network, then average the keys with the softmax of the scores::
+
+        e_j = vᵀ tanh(W_q q + W_k k_j)     one score per key
+        α   = softmax(e)                    masked positions (mask False) get weight 0
+        context = Σ_j α_j k_j
+
+    The weight matrices are stored like ``nn.Linear.weight``, as ``(out, in)``: ``W_q`` is
+    ``(h, d_q)``, so ``W_q q`` for a whole batch of queries is ``query @ W_q.T`` ``(B, h)``,
+    and ``W_k k_j`` for every key is ``keys @ W_k.T`` ``(B, L, h)``.
+
+    ``mask`` is bool with ``True`` = may attend (e.g. real source tokens, False at padding),
+    or ``None``: attend to every key. If a row's mask is all False, return zero weights and
+    a zero context for that row, not NaN. Don't change the inputs in place.
+
+    Shapes:
+        query: ``(B, d_q)``; keys: ``(B, L, d_k)``; W_q: ``(h, d_q)``; W_k: ``(h, d_k)``;
+        v: ``(h,)``; mask: ``(B, L)`` bool or None.
+        returns: ``(context, weights)`` with context ``(B, d_k)`` and weights ``(B, L)``.
+
+    The cases have sizes that all differ (``B``, ``L``, ``d_q``, ``d_k``, ``h``), padding
+    masks, ``mask=None``, a batch of one, and, last, a fully masked row.
+
+    Returns:
+        True if every case passed.
+    """
+    return run_checks(
+        "additive attention",
+        fn,
+        _additive_cases,
+        _compare_additive,
+        summary="unequal B, L, d_q, d_k, h; padding masks; mask=None; a batch of one; a fully masked row",
+        checker="check_additive_attention",
+        error_hint=_additive_error_hint,
+    )
+
+
+def _additive_cases() -> list[Case]:
+    generator = torch.Generator().manual_seed(22)
+    specs = [  # (B, L, d_q, d_k, h, lengths that may be attended per row, or None for mask=None)
+        (3, 5, 4, 6, 7, (5, 3, 4)),
+        (2, 7, 5, 3, 4, None),
+        (4, 6, 2, 5, 3, (6, 1, 4, 2)),
+        (1, 3, 6, 2, 5, None),
+        (3, 4, 3, 5, 2, (4, 0, 3)),
+    ]
+    return [_additive_case(*spec, generator) for spec in specs]
+
+
+def _additive_case(batch, length, d_q, d_k, h, lengths, generator) -> Case:
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator)
+
+    query, keys = randn(batch, d_q), randn(batch, length, d_k)
+    W_q, W_k, v = randn(h, d_q) / d_q**0.5, randn(h, d_k) / d_k**0.5, randn(h)
+    mask = None if lengths is None else _length_mask(lengths, length)
+    if mask is None:
+        mask_text = "mask=None"
+    else:
+        counts = ", ".join(map(str, lengths))
+        mask_text = f"mask {tuple(mask.shape)} with {counts} positions that may be attended per row"
+        if 0 in lengths:
+            mask_text += f" (row {lengths.index(0)} is fully masked)"
+    return Case(
+        description=(f"query {tuple(query.shape)}, keys {tuple(keys.shape)}, W_q {tuple(W_q.shape)}, "
+                     f"W_k {tuple(W_k.shape)}, v {tuple(v.shape)}, {mask_text}"),
+        args=(query, keys, W_q, W_k, v, mask),
+        arg_names=("query", "keys", "W_q", "W_k", "v", "mask"),
+        expected=_additive_reference(query, keys, W_q, W_k, v, mask),
+        info={"B": batch, "L": length, "d_q": d_q, "d_k": d_k, "h": h,
+              "fully_masked": [] if lengths is None else [(r,) for r, n in enumerate(lengths) if n == 0]},
+    )
+
+
+def _additive_reference(query, keys, W_q, W_k, v, mask, tanh=True, use_v=True, softmax_dim=-1,
+                        masking="fill", context_from="weights"):
+    """The right answer, or with one typical mistake (the keyword arguments)."""
+    hidden = (query @ W_q.T).unsqueeze(1) + keys @ W_k.T  # (B, 1, h) + (B, L, h) -> (B, L, h)
+    if tanh:
+        hidden = torch.tanh(hidden)
+    scores = hidden @ v if use_v else hidden.sum(-1)  # (B, L, h) @ (h,) -> (B, L)
+    if mask is None or masking == "none":
+        weights = torch.softmax(scores, dim=softmax_dim)
+    elif masking == "multiply":
+        weights = torch.softmax(scores * mask, dim=softmax_dim)
+    elif masking == "after":
+        weights = torch.softmax(scores, dim=softmax_dim) * mask
+    elif masking == "inverted":
+        weights = masked_softmax(scores, ~mask, dim=softmax_dim)
+    else:
+        weights = masked_softmax(scores, mask, dim=softmax_dim)
+    mixing = weights if context_from == "weights" else scores
+    context = (mixing.unsqueeze(1) @ keys).squeeze(1)  # (B, 1, L) @ (B, L, d_k) -> (B, d_k)
+    return context, weights
+
+
+_ADDITIVE_MISTAKES = [  # (keyword arguments of _additive_reference, hint), most telling first
+    (dict(masking="none"), "the mask was not applied: set the masked scores to -inf before the softmax, "
+                           "e.g. scores.masked_fill(~mask, float('-inf'))"),
+    (dict(masking="multiply"), "multiplying the scores by the mask turns masked scores into 0, and exp(0) "
+                               "still gets weight; set them to -inf instead (masked_fill)"),
+    (dict(masking="inverted"), "mask True means *may attend*: you left out the True positions instead of "
+                               "the False ones"),
+    (dict(masking="after"), "zeroing the masked weights after the softmax leaves rows that no longer sum "
+                            "to 1; mask the scores before the softmax"),
+    (dict(softmax_dim=0), "the softmax ran over the batch (dim=0); it must run over the L keys of each "
+                          "row (dim=-1), so that each row of weights sums to 1"),
+    (dict(tanh=False), "tanh is missing: e_j = vᵀ tanh(W_q q + W_k k_j)"),
+    (dict(use_v=False), "e_j is the dot product of v with tanh(W_q q + W_k k_j), i.e. tanh(...) @ v, "
+                        "not a plain sum over the h features"),
+    (dict(context_from="scores"), "the context was mixed with the raw scores e; use the softmax weights: "
+                                  "context = Σ_j α_j k_j, i.e. weights @ keys"),
+]
+
+
+def _compare_additive(got, case: Case) -> str | None:
+    expected_context, expected_weights = case.expected
+    info = case.info
+    batch, length, d_k, h = info["B"], info["L"], info["d_k"], info["h"]
+    form = _additive_form_problem(got, case)
+    if form:
+        return form
+    context, weights = got[0].detach(), got[1].detach()
+    mask = case.args[5]
+    full_mask = torch.ones(batch, length, dtype=torch.bool) if mask is None else mask
+    problem = _non_finite_problem(weights, expected_weights, case, "weights")
+    if problem:
+        return problem
+    for mistake, hint in _ADDITIVE_MISTAKES:
+        wrong_context, wrong_weights = _additive_reference(*case.args, **mistake)
+        if _close(weights, wrong_weights) and not _close(weights, expected_weights):
+            return _first_problem(weights, expected_weights, full_mask, "weights") + f"\nhint: {hint}"
+        if (_close(weights, expected_weights) and _close(context, wrong_context)
+                and not _close(context, expected_context)):
+            return compare(context, expected_context, "context") + f"\nhint: {hint}"
+    problem = _weights_problem(weights, expected_weights, full_mask, case, "weights")
+    if problem:
+        return problem
+    problem = _non_finite_problem(context, expected_context, case, "context")
+    if problem:
+        return (f"{problem}\nhint: the weights are right, so the keys were mixed with something else: "
+                "context = Σ_j α_j k_j uses the softmax weights α (weights @ keys), not the masked scores")
+    problem = compare(context, expected_context, "context")
+    if problem:
+        return problem + "\nhint: the weights are right; the context is their average of the keys, weights @ keys"
+    return None
+
+
+def _additive_form_problem(got, case: Case) -> str | None:
+    """Problems with what came back (not a pair, shapes, dtypes), with a hint; None if fine."""
+    info = case.info
+    batch, length, d_k, h = info["B"], info["L"], info["d_k"], info["h"]
+    names = ("context", "weights")
+    if isinstance(got, torch.Tensor):
+        if tuple(got.shape) == (batch, d_k):
+            return f"returned only a tensor of shape {(batch, d_k)} (the context?); return (context, weights)"
+        if tuple(got.shape) == (batch, length):
+            return f"returned only a tensor of shape {(batch, length)} (the weights?); return (context, weights)"
+    if isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(x, torch.Tensor) for x in got):
+        shapes = tuple(tuple(x.shape) for x in got)
+        if shapes == ((batch, length), (batch, d_k)):
+            return (f"returned tensors of shapes {shapes[0]} and {shapes[1]}: (weights, context)?\n"
+                    "hint: return them in the order (context, weights)")
+        hint = _additive_shape_hint(shapes[0], shapes[1], info)
+        problem = compare(tuple(got), case.expected, "the output", item_names=names)
+        if problem and hint and ("shape" in problem or "dtype" in problem):
+            return f"{problem}\nhint: {hint}"
+        if problem and ("shape" in problem or "dtype" in problem):
+            return problem
+        return None
+    return compare(got, case.expected, "the output", item_names=names)
+
+
+def _additive_shape_hint(context_shape, weights_shape, info) -> str:
+    batch, length, d_k, h = info["B"], info["L"], info["d_k"], info["h"]
+    if context_shape == (batch, h):
+        return (f"the context has h={h} features: it averages the keys themselves (d_k={d_k}), "
+                "not the projected keys keys @ W_k.T")
+    if context_shape == (batch, 1, d_k):
+        return "drop the middle dimension of the context (.squeeze(1)): one context vector per row"
+    if weights_shape == (batch, length, 1):
+        return "drop the last dimension of the weights (.squeeze(-1)): one weight per key"
+    if weights_shape == (batch, length, h):
+        return ("each key gets one score: take the dot product with v over the h features, "
+                "tanh(...) @ v, so the weights are (B, L)")
+    return ""
+
+
+def _additive_error_hint(problem: str, case: Case) -> str:
+    """A hint for an exception raised by the learner's additive attention ("" if no guess)."""
+    info = case.info
+    if case.args[5] is None and "NoneType" in problem:
+        return "mask may be None, which means no masking: apply it only `if mask is not None`"
+    shape_words = ("shape", "size", "dimension")
+    if problem.startswith("raised RuntimeError") and any(word in problem.lower() for word in shape_words):
+        return (f"check the shapes: query (B, d_q) = {(info['B'], info['d_q'])}, W_q (h, d_q) = "
+                f"{(info['h'], info['d_q'])} and W_k (h, d_k) = {(info['h'], info['d_k'])} are stored (out, in) "
+                "like nn.Linear.weight, so W_q q for the batch is query @ W_q.T (B, h), W_k k_j for all keys "
+                "is keys @ W_k.T (B, L, h), and the two add after query_part.unsqueeze(1)")
+    return ""
+
+
+# ============================================================================ shared
+
+
+def _close(got: torch.Tensor, other: torch.Tensor) -> bool:
+    if got.shape != other.shape:
+        return False
+    return bool(torch.allclose(got.double(), other.double(), atol=1e-5, rtol=1e-4, equal_nan=True))
+
+
+def _position(index: tuple) -> str:
+    """'position 3 of row 1' for (1, 3); 'position 2 of row (0, 1)' for (0, 1, 2)."""
+    row = index[:-1]
+    return f"position {index[-1]} of row {row[0] if len(row) == 1 else row}"
+
+
+def _first_leak(weights: torch.Tensor, mask: torch.Tensor):
+    """The first masked position with a non-zero weight: (index, value), or None."""
+    leaks = (~mask) & (weights.abs() > _LEAK)
+    if not leaks.any():
+        return None
+    index = tuple(int(i) for i in leaks.nonzero()[0])
+    return index, float(weights[index])
+
+
+def _first_problem(got: torch.Tensor, expected: torch.Tensor, mask: torch.Tensor, name: str) -> str:
+    """The first line of a message about wrong weights: a masked position's weight, or the values."""
+    leak = _first_leak(got, mask)
+    if leak:
+        index, value = leak
+        return f"{name}: {_position(index)} is masked but got weight {value:.2g}"
+    return compare(got, expected, name) or f"{name} differ from the expected ones"
+
+
+def _non_finite_problem(got: torch.Tensor, expected: torch.Tensor, case: Case, name: str) -> str | None:
+    """A message for NaN or inf in ``got``, with a hint when the case explains it."""
+    bad = ~torch.isfinite(got)
+    if not bad.any():
+        return None
+    problem = compare(got, expected, name) or f"{name} contains NaN or inf"
+    rows = {tuple(int(i) for i in index[:-1]) for index in bad.nonzero()}
+    fully_masked = [row for row in case.info.get("fully_masked", []) if row in rows]
+    if fully_masked:
+        row = fully_masked[0]
+        where = row[0] if len(row) == 1 else row
+        hint = (f"row {where} has no position it may attend, so its softmax is 0 / 0 = NaN; return all "
+                "zeros there, e.g. torch.nan_to_num(weights, nan=0.0) after the softmax, or fill masked "
+                "scores with a large negative finite number and zero the masked weights afterwards")
+        return f"{problem}\nhint: {hint}"
+    if case.info.get("large"):
+        return (f"{problem}\nhint: exp(1000) overflows to inf and exp(-1000) underflows to 0, so the "
+                "division gives inf / inf or 0 / 0 = NaN: subtract each row's maximum score before exp "
+                "(torch.softmax does this for you)")
+    return problem
+
+
+def _weights_problem(got: torch.Tensor, expected: torch.Tensor, mask: torch.Tensor, case: Case,
+                     name: str) -> str | None:
+    """Checks of any weights against the rules: masked -> 0, fully masked rows -> 0, rows sum to 1."""
+    leak = _first_leak(got, mask)
+    if leak:
+        index, value = leak
+        row = index[:-1]
+        if row in case.info.get("fully_masked", []):
+            where = row[0] if len(row) == 1 else row
+            total = float(got[row].sum())
+            return (f"{name}: row {where} is fully masked but its weights sum to {total:.3g}; "
+                    f"they must all be 0\nhint: with a finite fill value such as -1e9 the softmax "
+                    "spreads the weight evenly over a fully masked row; set the masked weights to 0 "
+                    "after the softmax (e.g. weights.masked_fill(~mask, 0.0))")
+        return (f"{name}: {_position(index)} is masked but got weight {value:.2g}\n"
+                "hint: masked positions must get exactly 0 weight: set their scores to -inf "
+                "before the softmax")
+    problem = compare(got, expected, name)
+    if problem is None:
+        return None
+    sums = got.double().sum(dim=-1)  # (...,)
+    allowed = mask.any(dim=-1)  # (...,) rows with something to attend
+    off = allowed & ((sums - 1).abs() > 1e-3)
+    if off.any():
+        row = tuple(int(i) for i in off.nonzero()[0])
+        where = row[0] if len(row) == 1 else row
+        return f"{problem}\nhint: row {where} of the {name} sums to {float(sums[row]):.3g}; a softmax row sums to 1"
+    return problem

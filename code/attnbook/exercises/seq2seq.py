@@ -1,0 +1,400 @@
+"""Chapter 1 (RNN encoder–decoder): the checkers of its code exercises.
+
+- :func:`check_teacher_forcing_inputs`: build the decoder inputs for teacher forcing.
+- :func:`check_greedy_decode`: greedy decoding with the ``start``/``step`` model protocol.
+
+Import them from :mod:`attnbook.exercises`; how a checker reports is described there.
+"""
+
+import numbers
+
+import torch
+
+from attnbook.exercises._checking import (
+    Case,
+    ScriptedSeq2Seq,
+    compare,
+    describe,
+    kind_of,
+    run_checks,
+)
+
+__all__ = ["check_teacher_forcing_inputs", "check_greedy_decode"]
+
+
+# ============================================================ chapter 1: teacher forcing
+
+
+def check_teacher_forcing_inputs(fn) -> bool:
+    """Check ``fn(targets, bos_id, pad_id) -> decoder_inputs``, the teacher-forcing inputs.
+
+    With teacher forcing the decoder reads the *correct* previous token at every step.
+    Its input at step 0 is ``bos_id``; at step t it is the target token of step t - 1.
+    So ``decoder_inputs`` is ``bos_id`` followed by ``targets`` shifted one step to the
+    right, with the last column dropped (no step needs the final token as an input)::
+
+        targets        = [[ 7,  8,  9,  2],      (2 = eos, 0 = pad)
+                          [ 5,  2,  0,  0]]
+        decoder_inputs = [[ 1,  7,  8,  9],      (1 = bos)
+                          [ 1,  5,  2,  0]]
+
+    Your function must return a new tensor and leave ``targets`` unchanged.
+    Where ``targets`` holds padding, the loss ignores the step, so there either the
+    shifted token or ``pad_id`` is accepted.
+
+    Shapes:
+        targets: (B, T) long; each row is target ids, then eos, then pad_id up to T.
+        decoder_inputs: (B, T) long, the same shape and dtype kind as ``targets``.
+
+    The cases have rows of different lengths, a batch of one, and ids other than the
+    usual bos_id=1, pad_id=0.
+
+    Returns:
+        True if every case passed.
+    """
+    return run_checks(
+        "teacher-forcing inputs",
+        fn,
+        _teacher_forcing_cases,
+        _compare_teacher_forcing,
+        summary="rows of different lengths, a batch of one, other bos_id and pad_id, "
+                "targets left unchanged",
+        checker="check_teacher_forcing_inputs",
+    )
+
+
+def _teacher_forcing_cases() -> list[Case]:
+    generator = torch.Generator().manual_seed(1)
+    specs = [  # (row lengths with eos, bos_id, eos_id, pad_id)
+        ((4, 2, 3), 1, 2, 0),
+        ((6, 3, 6, 1), 1, 2, 0),
+        ((5,), 1, 2, 0),
+        ((3, 7, 5), 7, 8, 9),
+        ((2, 5), 4, 3, 6),
+    ]
+    cases = []
+    for lengths, bos_id, eos_id, pad_id in specs:
+        targets = _random_targets(lengths, eos_id, pad_id, {bos_id}, generator)
+        expected = torch.cat([torch.full_like(targets[:, :1], bos_id), targets[:, :-1]], dim=1)
+        cases.append(Case(
+            description=(
+                f"targets = {targets.tolist()} ({describe(targets)}, rows of lengths "
+                f"{', '.join(map(str, lengths))} with eos={eos_id}), bos_id={bos_id}, pad_id={pad_id}"
+            ),
+            args=(targets, bos_id, pad_id),
+            arg_names=("targets", "bos_id", "pad_id"),
+            expected=expected,
+            info={"targets": targets.clone(), "bos_id": bos_id, "pad_id": pad_id},
+        ))
+    return cases
+
+
+def _random_targets(lengths, eos_id, pad_id, other_specials, generator) -> torch.Tensor:
+    """(B, max(lengths)) long: random regular tokens, then eos, then padding."""
+    specials = {eos_id, pad_id, *other_specials}
+    regular = torch.tensor([t for t in range(12) if t not in specials])
+    width = max(lengths)
+    targets = torch.full((len(lengths), width), pad_id, dtype=torch.long)
+    for row, length in enumerate(lengths):
+        picks = torch.randint(len(regular), (length - 1,), generator=generator)
+        targets[row, : length - 1] = regular[picks]
+        targets[row, length - 1] = eos_id
+    return targets
+
+
+def _compare_teacher_forcing(got, case: Case) -> str | None:
+    expected, targets = case.expected, case.info["targets"]
+    pad_id = case.info["pad_id"]
+    if _same_ids_allowing_pad(got, expected, targets == pad_id, pad_id):
+        return None
+    problem = compare(got, expected) or "the output differs from the expected inputs"
+    hint = _teacher_forcing_hint(got, case)
+    lines = [problem] + ([f"hint: {hint}"] if hint else [])
+    if _is_int_tensor(got) and got.shape == expected.shape:
+        row = int((got != expected).any(dim=1).nonzero()[0])
+        lines.append(f"row {row}: targets {targets[row].tolist()} -> "
+                     f"expected {expected[row].tolist()}, got {got[row].tolist()}")
+    return "\n".join(lines)
+
+
+def _same_ids_allowing_pad(got, expected, padding, pad_id) -> bool:
+    """True if ``got`` equals ``expected``, where positions under padding may hold pad_id."""
+    if not _is_int_tensor(got) or got.shape != expected.shape:
+        return False
+    return bool(((got == expected) | (padding & (got == pad_id))).all())
+
+
+def _is_int_tensor(value) -> bool:
+    if not isinstance(value, torch.Tensor):
+        return False
+    return not value.is_floating_point() and value.dtype != torch.bool
+
+
+def _teacher_forcing_hint(got, case: Case) -> str:
+    """A plain-words guess at the mistake behind a wrong answer ("" if no guess)."""
+    targets, bos_id = case.info["targets"], case.info["bos_id"]
+    batch, steps = targets.shape
+    if not isinstance(got, torch.Tensor):
+        if isinstance(got, list):
+            return "build the result with torch operations (e.g. torch.cat), not a list"
+        return ""
+    if tuple(got.shape) == (batch, steps + 1):
+        return ("you kept the last column; drop it (targets[:, :-1]) so the output has "
+                "the shape of targets")
+    if tuple(got.shape) == (batch, steps - 1):
+        return ("put a column of bos_id in front of targets[:, :-1]; the output has the "
+                "same shape as targets")
+    if tuple(got.shape) == (steps, batch):
+        return "the output looks transposed; keep the batch first: (B, T)"
+    if got.shape != targets.shape:
+        return "the output must have the same shape as targets, (B, T)"
+    if got.is_floating_point() or got.dtype == torch.bool:
+        return "token ids must be integers: make the bos column with dtype=targets.dtype"
+    if torch.equal(got[:, :-1], targets[:, 1:]):
+        return ("you shifted to the left; shift to the right: the input at step t is the "
+                "target of step t - 1, and bos_id comes first")
+    if torch.equal(got[:, 1:], targets[:, 1:]):
+        return ("every target token must move one step to the right, not only the first "
+                "be replaced by bos_id")
+    if torch.equal(got[:, 1:], targets[:, :-1]) and not (got[:, 0] == bos_id).all():
+        return f"the first column must be bos_id={bos_id} (use the argument, not a fixed number)"
+    return ""
+
+
+# ============================================================= chapter 1: greedy decoding
+
+
+def check_greedy_decode(fn) -> bool:
+    """Check ``fn(model, src, max_len, bos_id, eos_id) -> tokens``, greedy decoding.
+
+    Greedy decoding asks the model for the most likely next token, again and again,
+    feeding each prediction back in:
+
+    1. ``state = model.start(src)`` encodes the source once.
+    2. The first input token of every row is ``bos_id``.
+    3. ``logits, state, weights = model.step(state, prev_tokens)`` gives logits (B, V)
+       for the next token; the prediction is ``logits.argmax(dim=-1)``, and it becomes
+       ``prev_tokens`` of the next step. Always pass the *new* state on.
+    4. A row is finished when it predicts ``eos_id``; stop after at most ``max_len``
+       steps even if some row never predicts eos. (You may keep stepping finished rows
+       while others go on; just don't add their tokens.)
+
+    Return a list with one list of ints per source row: the predicted tokens, without
+    bos, stopping *before* eos (eos not included), at most ``max_len`` of them.
+
+    The checker uses small fake models whose answers are known: rows that finish at
+    different steps, a row that never predicts eos, a row whose first prediction is
+    eos (its answer is ``[]``), and ids other than the usual bos_id=1, eos_id=2.
+
+    Shapes:
+        src: (B, S) long, padded source ids.
+        prev_tokens: (B,) long, one token per row.
+        logits: (B, V).
+        returns: B lists of ints, each of length <= max_len.
+
+    Returns:
+        True if every case passed.
+    """
+    return run_checks(
+        "greedy decoding",
+        fn,
+        _greedy_cases,
+        _compare_greedy,
+        summary="rows finishing at different steps, a row stopped by max_len, an empty answer, "
+                "other bos_id and eos_id",
+        checker="check_greedy_decode",
+    )
+
+
+def _greedy_cases() -> list[Case]:
+    generator = torch.Generator().manual_seed(2)
+    specs = [  # (source lengths, tokens before eos per row (None: never eos), max_len, bos_id, eos_id)
+        ((5, 3, 4), (2, 5, 3), 8, 1, 2),
+        ((4, 6, 2, 5), (None, 1, 0, 3), 6, 1, 2),
+        ((3,), (None,), 4, 1, 2),
+        ((4, 2, 5), (3, 1, 4), 7, 5, 9),
+        ((6, 3), (4, 6), 3, 1, 2),
+    ]
+    return [_greedy_case(*spec, generator) for spec in specs]
+
+
+def _greedy_case(src_lengths, answer_lengths, max_len, bos_id, eos_id, generator) -> Case:
+    vocab_size, pad_id = 12, 0
+    regular = [t for t in range(vocab_size) if t not in (pad_id, bos_id, eos_id)]
+    src = _distinct_sources(src_lengths, regular, pad_id, generator)
+    max_steps = max_len + 3
+    scripts = [_script(n, max_steps, regular, eos_id, generator) for n in answer_lengths]
+
+    def new_model():
+        return ScriptedSeq2Seq(
+            src, scripts, vocab_size, bos_id, eos_id, max_steps, pad_id=pad_id,
+            runaway_hint=(f"but max_len={max_len}: stop after max_len steps even if a row "
+                          "never predicts eos"),
+        )
+
+    expected = _reference_greedy(new_model(), src, max_len, bos_id, eos_id)
+    return Case(
+        description=(
+            f"src is {describe(src)} (rows of lengths {', '.join(map(str, src_lengths))}); "
+            f"{_describe_answers(answer_lengths)}; max_len={max_len}, bos_id={bos_id}, eos_id={eos_id}"
+        ),
+        args=(new_model(), src, max_len, bos_id, eos_id),
+        arg_names=("model", "src", "max_len", "bos_id", "eos_id"),
+        expected=expected,
+        info={"max_len": max_len, "bos_id": bos_id, "eos_id": eos_id, "pad_id": pad_id},
+    )
+
+
+def _describe_answers(answer_lengths) -> str:
+    """E.g. "the model predicts eos after 1, 0 tokens in rows 1, 2 and never in row 0"."""
+    ending = {row: n for row, n in enumerate(answer_lengths) if n is not None}
+    never = [row for row, n in enumerate(answer_lengths) if n is None]
+    if not ending:
+        return "the model never predicts eos"
+    text = f"the model predicts eos after {', '.join(map(str, ending.values()))} tokens"
+    if never:
+        text += (f" in rows {', '.join(map(str, ending))} and never in "
+                 f"row{'s' if len(never) > 1 else ''} {', '.join(map(str, never))}")
+    return text
+
+
+def _distinct_sources(lengths, regular, pad_id, generator) -> torch.Tensor:
+    """(B, max(lengths)) long source rows, padded, no two rows alike."""
+    while True:
+        src = torch.full((len(lengths), max(lengths)), pad_id, dtype=torch.long)
+        for row, length in enumerate(lengths):
+            picks = torch.randint(len(regular), (length,), generator=generator)
+            src[row, :length] = torch.tensor(regular)[picks]
+        if len({tuple(row) for row in src.tolist()}) == len(lengths):
+            return src
+
+
+def _script(answer_length, num_steps, regular, eos_id, generator) -> list[int]:
+    """What the model predicts at each step: the answer, eos, then arbitrary tokens."""
+    num_steps = max(num_steps, (answer_length or 0) + 1)
+    picks = torch.randint(len(regular), (num_steps,), generator=generator).tolist()
+    script = [regular[i] for i in picks]
+    if answer_length is not None:
+        script[answer_length] = eos_id
+    return script
+
+
+def _reference_greedy(model, src, max_len, bos_id, eos_id) -> list[list[int]]:
+    """The reference greedy loop (the same as ``attnbook.decoding.greedy_decode``)."""
+    batch_size = src.shape[0]
+    state = model.start(src)
+    prev_tokens = torch.full((batch_size,), bos_id, dtype=torch.long)  # (B,)
+    tokens = [[] for _ in range(batch_size)]
+    finished = [False] * batch_size
+    for _ in range(max_len):
+        logits, state, _ = model.step(state, prev_tokens)  # logits: (B, V)
+        prev_tokens = logits.argmax(dim=-1)  # (B,)
+        for row, token in enumerate(prev_tokens.tolist()):
+            if token == eos_id:
+                finished[row] = True
+            elif not finished[row]:
+                tokens[row].append(token)
+        if all(finished):
+            break
+    return tokens
+
+
+def _compare_greedy(got, case: Case) -> str | None:
+    expected = case.expected
+    problem = _greedy_output_form(got, len(expected))
+    if problem:
+        return problem
+    for row, (got_row, expected_row) in enumerate(zip(got, expected)):
+        got_row = list(got_row)
+        if got_row != expected_row:
+            hint = _greedy_row_hint(row, got_row, expected_row, case)
+            return f"{hint}\nrow {row}: expected {expected_row}, got {got_row}"
+    return None
+
+
+def _greedy_output_form(got, batch_size: int) -> str | None:
+    """A message if ``got`` is not a list of ``batch_size`` lists of ints, else None."""
+    if isinstance(got, torch.Tensor):
+        return (f"returned a tensor of shape {tuple(got.shape)}; return a list with one list of "
+                "ints per row instead (e.g. with .tolist()), each cut before eos")
+    if not isinstance(got, (list, tuple)):
+        return f"returned {kind_of(got)}; expected a list with one list of token ids per row"
+    if got and all(_is_int(item) for item in got):
+        return (f"returned a flat list of {len(got)} ints; expected one list per row, "
+                f"e.g. [[5, 6], [7]] for a batch of two")
+    if len(got) != batch_size:
+        rows = "1 row" if len(got) == 1 else f"{len(got)} rows"
+        return f"returned {rows} but src has {batch_size}; give one list per source row"
+    for row, tokens in enumerate(got):
+        if isinstance(tokens, torch.Tensor):
+            return f"row {row} is a tensor; make it a list of ints (e.g. with .tolist())"
+        if not isinstance(tokens, (list, tuple)):
+            return f"row {row} is {kind_of(tokens)}; expected a list of ints"
+        for token in tokens:
+            if not _is_int(token):
+                return (f"row {row} holds {type(token).__name__} values, not ints "
+                        "(use .item() on a 0-d tensor, or .tolist())")
+    return None
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _greedy_row_hint(row: int, got: list, expected: list, case: Case) -> str:
+    """Plain words for the first wrong row: the likely mistake behind it."""
+    model = case.args[0]
+    max_len, bos_id, eos_id = case.info["max_len"], case.info["bos_id"], case.info["eos_id"]
+    if got[:1] == [bos_id]:
+        return f"row {row} starts with bos_id={bos_id}; leave the start token out of the output"
+    if eos_id in got:
+        if got[:-1] == expected and got[-1] == eos_id:
+            return f"row {row} ends with eos_id={eos_id}; stop before eos and leave it out"
+        hint = f"row {row} contains eos_id={eos_id}; stop at the first eos and leave it out"
+        return hint + (f" (compare with eos_id={eos_id}, not with a fixed 2)" if eos_id != 2 else "")
+    if len(got) > max_len:
+        return (f"row {row} has {len(got)} tokens but max_len={max_len}; "
+                "stop after at most max_len steps")
+    feeding = _feeding_hint(model, bos_id)
+    if feeding:
+        return feeding
+    if got[: len(expected)] == expected:
+        return _too_long_hint(row, got, expected, case.info["pad_id"])
+    if expected[: len(got)] == got:
+        return _too_short_hint(row, got, expected, eos_id)
+    return f"row {row} has wrong tokens"
+
+
+def _feeding_hint(model: ScriptedSeq2Seq, bos_id: int) -> str:
+    """What the fake model noticed about the tokens and states it was given ("" if nothing)."""
+    if model.stale_state:
+        return ("model.step was called twice with the same state; pass the new state that "
+                "model.step returns into the next step")
+    if model.only_fed_bos:
+        return (f"model.step got bos_id={bos_id} at every step; feed back the tokens predicted "
+                "at the previous step (the argmax of the logits)")
+    if model.fed_wrong_token:
+        step, row, fed, right = model.fed_wrong_token
+        if step == 0:
+            return (f"the first call of model.step got token {fed} for row {row}; "
+                    f"the first input must be bos_id={bos_id}")
+        return (f"at step {step}, row {row} was fed token {fed} but the previous step "
+                f"predicted {right}; "
+                "feed back the argmax of the logits (over the last dimension)")
+    return ""
+
+
+def _too_long_hint(row: int, got: list, expected: list, pad_id: int) -> str:
+    extra = got[len(expected):]
+    if all(token == pad_id for token in extra):
+        return f"row {row} has padding after its answer; cut each row where the model predicts eos"
+    return (f"row {row} goes on after the model predicted eos (after {len(expected)} tokens); "
+            "stop each row at its first eos")
+
+
+def _too_short_hint(row: int, got: list, expected: list, eos_id: int) -> str:
+    hint = (f"row {row} stops after {len(got)} tokens, too early; keep decoding a row until it "
+            "predicts eos itself (or max_len steps are done), even when other rows have finished")
+    if expected[len(got)] == 2 != eos_id:
+        hint += f" (here eos_id={eos_id}: compare with eos_id, not with a fixed 2)"
+    return hint
