@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from attnbook.attention import AdditiveAttention
-from attnbook.rnn import Encoder, Seq2Seq, _check_positive, _check_token_ids
+from attnbook.rnn import Encoder, _check_positive, _check_token_ids, source_lengths
 
 __all__ = ["BahdanauDecoder", "BahdanauSeq2Seq", "BahdanauState"]
 
@@ -257,7 +257,7 @@ class BahdanauSeq2Seq(nn.Module):
         Shapes:
             src ``(B, S)`` long -> ``(B,)`` long
         """
-        return Seq2Seq.source_lengths(self, src)
+        return source_lengths(src, self.pad_id)
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """Run the encoder, lengths taken from ``src != pad_id``.

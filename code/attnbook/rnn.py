@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-__all__ = ["Encoder", "Decoder", "Seq2Seq", "DecoderState"]
+__all__ = ["Encoder", "Decoder", "Seq2Seq", "DecoderState", "source_lengths"]
 
 
 def _check_positive(**sizes: int) -> None:
@@ -35,6 +35,24 @@ def _check_token_ids(name: str, ids: Tensor, ndim: int = 2) -> None:
         raise ValueError(f"{name} must be {ndim}-D {want}, got shape {tuple(ids.shape)}")
     if ids.dtype != torch.long:
         raise TypeError(f"{name} must hold token ids as torch.long, got dtype {ids.dtype}")
+
+
+def source_lengths(src: Tensor, pad_id: int) -> Tensor:
+    """Number of real tokens per row; checks that ``src`` is right-padded and no row is empty.
+
+    Shapes:
+        src ``(B, S)`` long -> ``(B,)`` long
+    """
+    _check_token_ids("src", src)
+    real = src != pad_id  # (B, S)
+    lengths = real.sum(dim=1)  # (B,)
+    empty = (lengths == 0).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(f"src rows {empty} are all padding (pad_id={pad_id}); every source needs a token")
+    positions = torch.arange(src.size(1), device=src.device)  # (S,)
+    if not torch.equal(real, positions < lengths.unsqueeze(1)):  # (B, S)
+        raise ValueError(f"src must be padded on the right only (pad_id={pad_id})")
+    return lengths
 
 
 class Encoder(nn.Module):
@@ -264,21 +282,12 @@ class Seq2Seq(nn.Module):
         return self.encoder(src, self.source_lengths(src))
 
     def source_lengths(self, src: Tensor) -> Tensor:
-        """Number of real tokens per row; checks that ``src`` is right-padded and no row is empty.
+        """Number of real tokens per row (see :func:`source_lengths`).
 
         Shapes:
             src ``(B, S)`` long -> ``(B,)`` long
         """
-        _check_token_ids("src", src)
-        real = src != self.pad_id  # (B, S)
-        lengths = real.sum(dim=1)  # (B,)
-        empty = (lengths == 0).nonzero().flatten().tolist()
-        if empty:
-            raise ValueError(f"src rows {empty} are all padding (pad_id={self.pad_id}); every source needs a token")
-        positions = torch.arange(src.size(1), device=src.device)  # (S,)
-        if not torch.equal(real, positions < lengths.unsqueeze(1)):  # (B, S)
-            raise ValueError(f"src must be padded on the right only (pad_id={self.pad_id})")
-        return lengths
+        return source_lengths(src, self.pad_id)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits.
