@@ -1,4 +1,4 @@
-"""attnbook.exercises: the checker machinery and the checkers of chapters 1 and 2.
+"""attnbook.exercises: the checker machinery and the checkers of chapters 1, 2 and 3.
 
 Every checker must pass a right solution, fail typical wrong ones with a specific
 message, and never raise (except KeyboardInterrupt, so a learner can stop a hanging loop).
@@ -15,6 +15,7 @@ import attnbook.exercises
 from attnbook.exercises import (
     check_additive_attention,
     check_greedy_decode,
+    check_luong_general_score,
     check_masked_softmax,
     check_teacher_forcing_inputs,
 )
@@ -27,7 +28,8 @@ from attnbook.exercises._checking import (
     run_checks,
 )
 
-CHECKERS = [check_teacher_forcing_inputs, check_greedy_decode, check_masked_softmax, check_additive_attention]
+CHECKERS = [check_teacher_forcing_inputs, check_greedy_decode, check_masked_softmax, check_additive_attention,
+            check_luong_general_score]
 
 
 def _passes(checker, fn, capsys) -> str:
@@ -534,8 +536,9 @@ def test_scripted_model_follows_its_script_and_stops_runaways():
 
 
 def test_checkers_live_in_chapter_modules_and_are_reexported():
-    from attnbook.exercises import attention, seq2seq
+    from attnbook.exercises import attention, luong, seq2seq
 
+    assert check_luong_general_score is luong.check_luong_general_score
     assert check_teacher_forcing_inputs is seq2seq.check_teacher_forcing_inputs
     assert check_greedy_decode is seq2seq.check_greedy_decode
     assert check_masked_softmax is attention.check_masked_softmax
@@ -751,6 +754,92 @@ def test_additive_attention_does_not_change_the_inputs(capsys):
         return aa_right(query, keys, W_q, W_k, v, mask)
 
     _fails(check_additive_attention, in_place, capsys, "changed its input `mask` in place")
+
+
+# =========================================================== check_luong_general_score
+
+
+def lg_right(h_t, h_s, W_a):
+    return torch.einsum("bd,de,ble->bl", h_t, W_a, h_s)
+
+
+def lg_right_matmul(h_t, h_s, W_a):
+    return ((h_t @ W_a).unsqueeze(1) @ h_s.transpose(1, 2)).squeeze(1)  # (B, 1, d) @ (B, d, L) -> (B, L)
+
+
+def lg_right_keys_first(h_t, h_s, W_a):
+    return (h_s @ W_a.T @ h_t.unsqueeze(-1)).squeeze(-1)  # (B, L, d) @ (d, d) @ (B, d, 1) -> (B, L)
+
+
+def lg_right_loops(h_t, h_s, W_a):
+    return torch.stack([torch.stack([h_t[b] @ W_a @ h_s[b, j] for j in range(h_s.shape[1])])
+                        for b in range(h_t.shape[0])])
+
+
+def lg_right_with_module(h_t, h_s, W_a):
+    attention = attnbook.attention.LuongAttention("general", W_a.shape[0], W_a.shape[1])
+    with torch.no_grad():
+        attention.W_a.weight.copy_(W_a)
+        return attention.score(h_t, h_s)
+
+
+@pytest.mark.parametrize("solution", [lg_right, lg_right_matmul, lg_right_keys_first, lg_right_loops,
+                                      lg_right_with_module])
+def test_luong_general_score_passes_right_solutions(solution, capsys):
+    out = _passes(check_luong_general_score, solution, capsys)
+    assert "Luong general score: all 5 cases passed (B, L, d all different; a non-symmetric W_a; a batch of one)" in out
+
+
+@pytest.mark.parametrize(
+    ("wrong", "fragments"),
+    [
+        (lambda h, s, W: torch.einsum("bd,ed,ble->bl", h, W, s),
+         ["the output values differ", "W_a is used transposed", "h_tᵀ W_aᵀ h̄_j", "case 1 of 5"]),
+        (lambda h, s, W: (s @ W @ h.unsqueeze(-1)).squeeze(-1), ["W_a is used transposed"]),
+        (lambda h, s, W: torch.einsum("bd,bld->bl", h, s), ["W_a is missing", "the *dot* score"]),
+        (lambda h, s, W: torch.softmax(lg_right(h, s, W), dim=-1),
+         ["these are softmax weights, not scores", "leave the softmax out"]),
+        (lambda h, s, W: ((h @ W).unsqueeze(1) * s).sum(1),
+         ["the output has shape (3, 4) but expected (3, 5)", "the sum ran over the L=5 positions"]),
+        (lambda h, s, W: (h @ W).unsqueeze(1) * s,
+         ["shape (3, 5, 4) but expected (3, 5)", "a sum over the d features"]),
+        (lambda h, s, W: lg_right(h, s, W).unsqueeze(-1), ["shape (3, 5, 1)", ".squeeze(-1)"]),
+        (lambda h, s, W: lg_right(h, s, W).unsqueeze(1), ["shape (3, 1, 5)", ".squeeze(1)"]),
+        (lambda h, s, W: torch.einsum("bd,de,cle->bl", h, W, s),
+         ["the scores were summed over the batch", "'bd,de,ble->bl'"]),
+        (lambda h, s, W: h @ W @ s.transpose(1, 2),
+         ["shape (3, 3, 5) but expected (3, 5)", "every row's h_t was scored against every row's annotations",
+          ".unsqueeze(1)"]),
+        (lambda h, s, W: lg_right(h, s.roll(1, dims=0), W),
+         ["row 0 was scored against the annotations of row 2"]),
+        (lambda h, s, W: lg_right(h, s, W) / h.shape[1] ** 0.5, ["divided by √d = √4", "no scaling"]),
+        (lambda h, s, W: h @ W @ s, ["raised RuntimeError", "check the shapes", ".unsqueeze(1)"]),
+        (lambda h, s, W: (lg_right(h, s, W), torch.softmax(lg_right(h, s, W), -1)),
+         ["returned a tuple of 2 tensors", "return only the scores"]),
+        (lambda h, s, W: lg_right(h, s, W).T, ["shape (5, 3) but expected (3, 5)", "put the batch first"]),
+        (lambda h, s, W: lg_right(h, s, W).long(), ["dtype torch.int64 but expected torch.float32"]),
+    ],
+)
+def test_luong_general_score_typical_mistakes(wrong, fragments, capsys):
+    _fails(check_luong_general_score, wrong, capsys, *fragments)
+
+
+def test_luong_general_score_catches_mixing_rows_only_where_the_batch_has_several(capsys):
+    """A solution that only works for a batch of one (it uses row 0 everywhere) fails on case 1."""
+
+    def first_row_only(h_t, h_s, W_a):
+        return lg_right(h_t, h_s[:1].expand_as(h_s), W_a)
+
+    _fails(check_luong_general_score, first_row_only, capsys, "row 1 was scored against the annotations of row 0",
+           "case 1 of 5")
+
+
+def test_luong_general_score_does_not_change_the_inputs(capsys):
+    def in_place(h_t, h_s, W_a):
+        W_a.t_()
+        return lg_right(h_t, h_s, W_a.T)
+
+    _fails(check_luong_general_score, in_place, capsys, "changed its input `W_a` in place")
 
 
 # ===================================================== every checker, whatever fn is

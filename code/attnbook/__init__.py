@@ -4,9 +4,10 @@ Every chapter notebook imports from here; nothing here imports a chapter.
 Modules, one concept each (dependencies flow downwards in this list):
 
 - ``attnbook.data``        synthetic tasks, ``Vocab``, padding and batching
-- ``attnbook.attention``   ``masked_softmax``, ``AdditiveAttention`` (chapter 2; later chapters add more)
+- ``attnbook.attention``   ``masked_softmax``, ``AdditiveAttention`` (chapter 2), ``LuongAttention``,
+                           local-p windows (chapter 3); later chapters add more
 - ``attnbook.rnn``         GRU encoder, plain decoder, ``Seq2Seq`` (chapter 1)
-- ``attnbook.decoders``    attention decoders: ``BahdanauDecoder``, ``BahdanauSeq2Seq`` (chapter 2)
+- ``attnbook.decoders``    attention decoders: ``BahdanauSeq2Seq`` (chapter 2), ``LuongSeq2Seq`` (chapter 3)
 - ``attnbook.training``    ``fit``: one training loop for every chapter
 - ``attnbook.decoding``    greedy decoding
 - ``attnbook.metrics``     exact match, token accuracy, accuracy by length

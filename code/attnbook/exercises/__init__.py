@@ -16,9 +16,12 @@ One module per chapter; import every checker from here, e.g.
   :func:`check_teacher_forcing_inputs`, :func:`check_greedy_decode`.
 - Chapter 2 (Bahdanau attention, :mod:`attnbook.exercises.attention`):
   :func:`check_masked_softmax`, :func:`check_additive_attention`.
+- Chapter 3 (Luong attention, :mod:`attnbook.exercises.luong`):
+  :func:`check_luong_general_score`.
 """
 
 from attnbook.exercises.attention import check_additive_attention, check_masked_softmax
+from attnbook.exercises.luong import check_luong_general_score
 from attnbook.exercises.seq2seq import check_greedy_decode, check_teacher_forcing_inputs
 
 __all__ = [
@@ -26,4 +29,5 @@ __all__ = [
     "check_greedy_decode",
     "check_masked_softmax",
     "check_additive_attention",
+    "check_luong_general_score",
 ]

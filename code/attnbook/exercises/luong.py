@@ -1,0 +1,202 @@
+"""Chapter 3 (Luong attention): the checkers of its code exercises.
+
+- :func:`check_luong_general_score`: Luong et al.'s ``general`` score ``h_tᵀ W_a h̄_j`` for
+  every source position.
+
+Import them from :mod:`attnbook.exercises`; how a checker reports is described there.
+The reference is :meth:`attnbook.attention.LuongAttention.score` with ``score="general"``.
+"""
+
+import math
+
+import torch
+
+from attnbook.exercises._checking import Case, compare, run_checks
+
+__all__ = ["check_luong_general_score"]
+
+
+# ====================================================== chapter 3: the general score
+
+
+def check_luong_general_score(fn) -> bool:
+    """Check ``fn(h_t, h_s, W_a) -> scores``, Luong et al.'s *general* score for every position.
+
+    For each row of the batch, the current decoder state ``h_t`` is scored against every
+    annotation ``h̄_j`` of that row's source::
+
+        score_j = h_tᵀ W_a h̄_j        one number per source position j
+
+    ``W_a`` is used as it is given, not transposed: for one row and one position the score is
+    ``h_t @ W_a @ h_s[b, j]``. For all positions of all rows at once, for example
+    ``((h_t @ W_a).unsqueeze(1) @ h_s.transpose(1, 2)).squeeze(1)``, or
+    ``torch.einsum("bd,de,ble->bl", h_t, W_a, h_s)``. ``W_a`` is not symmetric, so ``W_a``
+    and ``W_a.T`` give different scores. (In :class:`attnbook.attention.LuongAttention`,
+    ``W_a`` is ``self.W_a.weight``, the weight of ``nn.Linear(key_dim, query_dim)``, so
+    ``self.W_a(h_s)`` is ``W_a h̄_j`` for every ``j``: the same orientation.)
+
+    Return the raw scores: the softmax over the positions comes later. Each row uses only its
+    own keys. Don't change the inputs in place.
+
+    Shapes:
+        h_t: ``(B, d)``, the decoder state of each row; h_s: ``(B, L, d)``, the annotations;
+        W_a: ``(d, d)``.
+        returns: scores ``(B, L)``.
+
+    The cases have ``B``, ``L`` and ``d`` all different from one another, a non-symmetric
+    ``W_a``, and a batch of one.
+
+    Returns:
+        True if every case passed.
+    """
+    return run_checks(
+        "Luong general score",
+        fn,
+        _general_cases,
+        _compare_general,
+        summary="B, L, d all different; a non-symmetric W_a; a batch of one",
+        checker="check_luong_general_score",
+        error_hint=_general_error_hint,
+    )
+
+
+def _general_cases() -> list[Case]:
+    generator = torch.Generator().manual_seed(31)
+    specs = [(3, 5, 4), (2, 7, 6), (4, 3, 5), (1, 6, 3), (5, 2, 7)]  # (B, L, d), all different in each case
+    return [_general_case(*spec, generator) for spec in specs]
+
+
+def _general_case(batch: int, length: int, d: int, generator) -> Case:
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator)
+
+    h_t, h_s = randn(batch, d), randn(batch, length, d)
+    W_a = randn(d, d) / d**0.5
+    while (W_a - W_a.T).abs().max() < 0.3:  # make sure W_a and W_a.T give clearly different scores
+        W_a = randn(d, d) / d**0.5
+    return Case(
+        description=f"h_t {tuple(h_t.shape)}, h_s {tuple(h_s.shape)}, W_a {tuple(W_a.shape)} (B={batch}, "
+                    f"L={length}, d={d})",
+        args=(h_t, h_s, W_a),
+        arg_names=("h_t", "h_s", "W_a"),
+        expected=_general_reference(h_t, h_s, W_a),
+        info={"B": batch, "L": length, "d": d},
+    )
+
+
+def _general_reference(h_t, h_s, W_a):
+    """score[b, j] = h_t[b] @ W_a @ h_s[b, j]."""
+    return torch.einsum("bd,de,ble->bl", h_t.double(), W_a.double(), h_s.double()).float()  # (B, L)
+
+
+def _cross_scores(h_t, h_s, W_a):
+    """cross[b, c, j] = h_t[b] @ W_a @ h_s[c, j]: every row's query against every row's keys."""
+    return torch.einsum("bd,de,cle->bcl", h_t.double(), W_a.double(), h_s.double())  # (B, B, L)
+
+
+def _compare_general(got, case: Case) -> str | None:
+    expected = case.expected
+    info = case.info
+    batch, length, d = info["B"], info["L"], info["d"]
+    if isinstance(got, (tuple, list)) and got and all(isinstance(x, torch.Tensor) for x in got):
+        shapes = ", ".join(str(tuple(x.shape)) for x in got)
+        return (f"returned a {type(got).__name__} of {len(got)} tensors (shapes {shapes}); "
+                f"return only the scores, one tensor of shape {(batch, length)}")
+    if isinstance(got, torch.Tensor) and tuple(got.shape) != (batch, length):
+        hint = _general_shape_hint(tuple(got.shape), info)
+        problem = compare(got, expected, "the output")
+        return f"{problem}\nhint: {hint}" if hint else problem
+    problem = compare(got, expected, "the output")
+    if problem is None:
+        return None
+    if not isinstance(got, torch.Tensor) or not got.is_floating_point():
+        return problem
+    got = got.detach().double()
+    h_t, h_s, W_a = case.args
+    mistake = _general_mistake(got, h_t, h_s, W_a, batch)
+    return f"{problem}\nhint: {mistake}" if mistake else (
+        f"{problem}\nhint: for each row b and position j the score is h_t[b] @ W_a @ h_s[b, j]")
+
+
+def _general_mistake(got, h_t, h_s, W_a, batch: int) -> str:
+    """Plain words for a typical mistake that gives these values ("" if none matches)."""
+    right = _general_reference(h_t, h_s, W_a).double()
+    transposed = _general_reference(h_t, h_s, W_a.T).double()
+    if _close(got, transposed):
+        return ("W_a is used transposed: you computed h_tᵀ W_aᵀ h̄_j (e.g. h_s @ W_a @ h_t, or W_a @ h_t). "
+                "The score is h_tᵀ W_a h̄_j = (h_t @ W_a) · h̄_j, or h_t · (W_a @ h̄_j)")
+    if _close(got, torch.einsum("bd,bld->bl", h_t.double(), h_s.double())):
+        return ("W_a is missing: h_tᵀ h̄_j is the *dot* score; the *general* score puts W_a between them, "
+                "h_tᵀ W_a h̄_j")
+    if any(_close(got, torch.softmax(scores, dim=dim)) for scores in (right, transposed) for dim in (-1, 0)):
+        return ("these are softmax weights, not scores; return the raw scores h_tᵀ W_a h̄_j and leave "
+                "the softmax out (attention applies it afterwards)")
+    if (got >= 0).all() and (((got.sum(-1) - 1).abs() < 1e-4).all() or ((got.sum(0) - 1).abs() < 1e-4).all()):
+        return "the values sum to 1 like softmax weights; return the raw scores, before any softmax"
+    d = h_t.shape[-1]
+    if _close(got, right / math.sqrt(d)) or _close(got, transposed / math.sqrt(d)):
+        return (f"the scores were divided by √d = √{d}; Luong's general score has no scaling (the "
+                "scaled dot product comes with the Transformer, chapter 4)")
+    if batch > 1:
+        return _mixed_rows_hint(got, _cross_scores(h_t, h_s, W_a), batch)
+    return ""
+
+
+def _mixed_rows_hint(got, cross, batch: int) -> str:
+    """A hint when the rows of the batch were mixed up ("" if they were not)."""
+    if _close(got, cross.sum(dim=1)) or _close(got, cross.sum(dim=0)):
+        return ("the scores were summed over the batch: each row's h_t must meet only its own row's "
+                "annotations (in einsum, use the same letter for the batch of h_t and of h_s: "
+                "'bd,de,ble->bl')")
+    for b in range(batch):
+        if _close(got[b], cross[b, b]):
+            continue
+        for c in range(batch):
+            if c != b and _close(got[b], cross[b, c]):
+                return (f"row {b} was scored against the annotations of row {c}; each row's h_t must meet "
+                        "only its own row's h_s")
+            if c != b and _close(got[b], cross[c, b]):
+                return (f"row {b}'s annotations were scored with h_t of row {c}; each row's h_t must meet "
+                        "only its own row's h_s")
+    return ""
+
+
+def _general_shape_hint(shape: tuple, info: dict) -> str:
+    batch, length, d = info["B"], info["L"], info["d"]
+    if shape == (batch, length, 1):
+        return "drop the last dimension (.squeeze(-1)): one score per position"
+    if shape == (batch, 1, length):
+        return "drop the middle dimension (.squeeze(1)): one score per position"
+    if shape == (batch, d):
+        return (f"this has d={d} numbers per row: the sum ran over the L={length} positions; sum over the d "
+                "features instead, so that each position gets one score")
+    if shape == (batch, length, d):
+        return ("one score per position means a sum over the d features (the last dimension) of the "
+                "product of W_a h̄_j with h_t")
+    if shape == (batch, batch, length):
+        return ("every row's h_t was scored against every row's annotations: (B, d) @ (B, d, L) "
+                "broadcasts. Make h_t (B, 1, d) with .unsqueeze(1) so that each row meets only its own h_s, "
+                "then .squeeze(1)")
+    if shape == (length, batch):
+        return "the dimensions are swapped: put the batch first, (B, L)"
+    if shape == (length,) or shape == (batch,):
+        return "one score per row and position: keep both the batch and the position dimensions, (B, L)"
+    return ""
+
+
+def _general_error_hint(problem: str, case: Case) -> str:
+    """A hint for an exception raised by the learner's function ("" if no guess)."""
+    info = case.info
+    shape_words = ("shape", "size", "dimension", "cannot be multiplied")
+    if problem.startswith("raised RuntimeError") and any(word in problem.lower() for word in shape_words):
+        return (f"check the shapes: h_t (B, d) = {(info['B'], info['d'])}, h_s (B, L, d) = "
+                f"{(info['B'], info['L'], info['d'])}, W_a (d, d). For all rows at once, h_t @ W_a is (B, d); "
+                "make it (B, 1, d) with .unsqueeze(1) and multiply by h_s.transpose(1, 2) (B, d, L) to get "
+                "(B, 1, L), then .squeeze(1)")
+    return ""
+
+
+def _close(got: torch.Tensor, other: torch.Tensor) -> bool:
+    if got.shape != other.shape:
+        return False
+    return bool(torch.allclose(got.double(), other.double(), atol=1e-5, rtol=1e-4, equal_nan=True))
