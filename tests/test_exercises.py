@@ -7,6 +7,8 @@ message, and never raise (except KeyboardInterrupt, so a learner can stop a hang
 import sys
 
 import numpy as np
+import math
+
 import pytest
 import torch
 
@@ -15,6 +17,7 @@ import attnbook.exercises
 from attnbook.exercises import (
     check_additive_attention,
     check_greedy_decode,
+    check_local_p_window,
     check_luong_general_score,
     check_masked_softmax,
     check_teacher_forcing_inputs,
@@ -29,7 +32,7 @@ from attnbook.exercises._checking import (
 )
 
 CHECKERS = [check_teacher_forcing_inputs, check_greedy_decode, check_masked_softmax, check_additive_attention,
-            check_luong_general_score]
+            check_luong_general_score, check_local_p_window]
 
 
 def _passes(checker, fn, capsys) -> str:
@@ -539,6 +542,7 @@ def test_checkers_live_in_chapter_modules_and_are_reexported():
     from attnbook.exercises import attention, luong, seq2seq
 
     assert check_luong_general_score is luong.check_luong_general_score
+    assert check_local_p_window is luong.check_local_p_window
     assert check_teacher_forcing_inputs is seq2seq.check_teacher_forcing_inputs
     assert check_greedy_decode is seq2seq.check_greedy_decode
     assert check_masked_softmax is attention.check_masked_softmax
@@ -889,3 +893,33 @@ def test_checkers_let_keyboard_interrupt_through(checker):
 def test_checkers_have_learner_docstrings(checker):
     doc = checker.__doc__
     assert doc and "Shapes:" in doc and "Returns:" in doc
+
+
+# ---------------------------------------------------------------- check_local_p_window
+
+
+def _window(position, length, D, sigma_factor=0.5, cut=lambda distance, D: distance <= D):
+    sigma = D * sigma_factor
+    return [math.exp(-(s - position) ** 2 / (2 * sigma**2)) if cut(abs(s - position), D) else 0.0
+            for s in range(length)]
+
+
+def test_local_p_window_accepts_lists_and_tensors(capsys):
+    assert check_local_p_window(_window)
+    assert check_local_p_window(lambda p, n, D: torch.tensor(_window(p, n, D)))
+    assert "✓ local-p window" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, message", [
+    (lambda p, n, D: _window(p, n, D, sigma_factor=1.0), "sigma is D; Luong et al. use sigma = D / 2"),
+    (lambda p, n, D: _window(p, n, D, cut=lambda distance, D: True), "must get exactly 0"),
+    (lambda p, n, D: _window(p, n, D, cut=lambda distance, D: distance < D), "(not < D)"),
+    (lambda p, n, D: _window(p, n - 1, D), "the factors"),
+    (lambda p, n, D: None, "returned None"),
+    (lambda p, n, D: 1 / 0, "raised ZeroDivisionError"),
+])
+def test_local_p_window_explains_typical_mistakes(wrong, message, capsys):
+    assert check_local_p_window(wrong) is False
+    out = capsys.readouterr().out
+    assert "✗ local-p window" in out
+    assert message in out

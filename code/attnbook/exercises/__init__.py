@@ -17,11 +17,11 @@ One module per chapter; import every checker from here, e.g.
 - Chapter 2 (Bahdanau attention, :mod:`attnbook.exercises.attention`):
   :func:`check_masked_softmax`, :func:`check_additive_attention`.
 - Chapter 3 (Luong attention, :mod:`attnbook.exercises.luong`):
-  :func:`check_luong_general_score`.
+  :func:`check_luong_general_score`, :func:`check_local_p_window`.
 """
 
 from attnbook.exercises.attention import check_additive_attention, check_masked_softmax
-from attnbook.exercises.luong import check_luong_general_score
+from attnbook.exercises.luong import check_local_p_window, check_luong_general_score
 from attnbook.exercises.seq2seq import check_greedy_decode, check_teacher_forcing_inputs
 
 __all__ = [
@@ -30,4 +30,5 @@ __all__ = [
     "check_masked_softmax",
     "check_additive_attention",
     "check_luong_general_score",
+    "check_local_p_window",
 ]

@@ -13,7 +13,7 @@ import torch
 
 from attnbook.exercises._checking import Case, compare, run_checks
 
-__all__ = ["check_luong_general_score"]
+__all__ = ["check_luong_general_score", "check_local_p_window"]
 
 
 # ====================================================== chapter 3: the general score
@@ -200,3 +200,82 @@ def _close(got: torch.Tensor, other: torch.Tensor) -> bool:
     if got.shape != other.shape:
         return False
     return bool(torch.allclose(got.double(), other.double(), atol=1e-5, rtol=1e-4, equal_nan=True))
+
+
+# ============================================================ chapter 3: the local-p window
+
+
+def check_local_p_window(fn) -> bool:
+    """Check ``fn(position, length, D) -> factors``, the Gaussian window of local-p attention.
+
+    Local-p attention (Luong et al. 2015) predicts a centre ``p_t`` (a float) and keeps only the
+    source positions ``s`` with ``|s - p_t| <= D``, weighting them by a Gaussian with
+    ``sigma = D / 2``::
+
+        factor(s) = exp(-(s - p_t)² / (2 sigma²))   if |s - p_t| <= D,   else 0
+
+    Positions are counted from 0 to ``length - 1``. Return the ``length`` factors as a list of
+    floats or a 1-D tensor; the factor at ``s = p_t`` is exactly 1.
+
+    Shapes:
+        position: a float ``p_t``; length: an int ``L``; D: an int.
+        returns: ``L`` factors (a list of floats or a ``(L,)`` tensor).
+
+    The cases have a window in the middle, windows cut by either end of the source, a centre
+    between two positions, and different ``D``.
+
+    Returns:
+        True if every case passed.
+    """
+    return run_checks(
+        "local-p window",
+        fn,
+        _window_cases,
+        _compare_window,
+        summary="centres inside, at and near both ends, fractional centres, D = 1 to 4",
+        checker="check_local_p_window",
+    )
+
+
+def _window_cases() -> list[Case]:
+    specs = [(4.3, 10, 2), (0.0, 6, 2), (9.7, 10, 4), (2.5, 8, 1), (5.0, 12, 3)]  # (p_t, length, D)
+    return [
+        Case(description=f"position={p}, length={length}, D={D}", args=(p, length, D),
+             arg_names=("position", "length", "D"), expected=_window_reference(p, length, D),
+             info={"position": p, "length": length, "D": D})
+        for p, length, D in specs
+    ]
+
+
+def _window_reference(position: float, length: int, D: int, sigma: float | None = None,
+                      cut: bool = True) -> torch.Tensor:
+    """The factors of every position; ``sigma`` and ``cut`` let the hints rebuild typical mistakes."""
+    sigma = D / 2 if sigma is None else sigma
+    positions = torch.arange(length, dtype=torch.float64)  # (length,)
+    factors = torch.exp(-(positions - position) ** 2 / (2 * sigma**2))
+    if cut:
+        factors = factors.masked_fill((positions - position).abs() > D, 0.0)
+    return factors.float()
+
+
+def _compare_window(got, case: Case) -> str | None:
+    if isinstance(got, (list, tuple)) and all(isinstance(x, (int, float)) for x in got):
+        got = torch.tensor(got, dtype=torch.float32)
+    if isinstance(got, torch.Tensor) and got.is_floating_point():
+        got = got.detach().float().flatten() if got.dim() == 2 and got.shape[0] == 1 else got.detach().float()
+    problem = compare(got, case.expected, "the factors")
+    if problem is None or not isinstance(got, torch.Tensor) or got.shape != case.expected.shape:
+        return problem
+    p, length, D = case.info["position"], case.info["length"], case.info["D"]
+    mistakes = [
+        (_window_reference(p, length, D, sigma=D), "sigma is D; Luong et al. use sigma = D / 2"),
+        (_window_reference(p, length, D, cut=False),
+         f"positions outside [p_t - D, p_t + D] = [{p - D}, {p + D}] must get exactly 0"),
+        (_window_reference(p, length, D).masked_fill(
+            (torch.arange(length) - p).abs() >= D, 0.0),
+         "the window includes its ends: keep positions with |s - p_t| <= D (not < D)"),
+    ]
+    for wrong, hint in mistakes:
+        if torch.allclose(got, wrong, atol=1e-5):
+            return f"{problem}\nhint: {hint}"
+    return problem
