@@ -185,40 +185,14 @@ class AdditiveAttention(nn.Module):
     # ------------------------------------------------------------------ input checks
 
     def _check_keys(self, keys: Tensor) -> None:
-        if not isinstance(keys, Tensor) or keys.dim() != 3:
-            shape = tuple(keys.shape) if isinstance(keys, Tensor) else type(keys).__name__
-            raise ValueError(f"keys must be 3-D (B, L, d_k), got {shape}")
-        if keys.size(-1) != self.key_dim:
-            raise ValueError(f"keys have d_k={keys.size(-1)} but AdditiveAttention expects key_dim={self.key_dim}")
+        _check_keys("AdditiveAttention", keys, self.key_dim)
 
     def _check_inputs(self, query, keys, values, mask, projected_keys) -> None:
         if not isinstance(query, Tensor) or query.dim() != 2:
             shape = tuple(query.shape) if isinstance(query, Tensor) else type(query).__name__
             raise ValueError(f"query must be 2-D (B, d_q), one query per row, got {shape}")
-        if query.size(-1) != self.query_dim:
-            raise ValueError(f"query has d_q={query.size(-1)} but AdditiveAttention expects "
-                             f"query_dim={self.query_dim}")
-        self._check_keys(keys)
-        batch, length = keys.shape[:2]
-        if query.size(0) != batch:
-            raise ValueError(f"keys have batch size {batch} but query has {query.size(0)}")
-        if values is not None:
-            if not isinstance(values, Tensor) or values.dim() != 3 or values.shape[:2] != keys.shape[:2]:
-                shape = tuple(values.shape) if isinstance(values, Tensor) else type(values).__name__
-                raise ValueError(f"values must have shape (B, L, d_v) with (B, L) = {(batch, length)} "
-                                 f"like the keys, got {shape}")
-        if projected_keys is not None:
-            expected = (batch, length, self.hidden_dim)
-            if not isinstance(projected_keys, Tensor) or tuple(projected_keys.shape) != expected:
-                shape = tuple(projected_keys.shape) if isinstance(projected_keys, Tensor) else None
-                raise ValueError(f"projected_keys has shape {shape} but project_keys(keys) gives "
-                                 f"(B, L, hidden_dim) = {expected}")
-        if mask is not None:
-            if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-                what = f"dtype {mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
-                raise TypeError(f"mask must be a bool tensor (True = may attend), got {what}")
-            if tuple(mask.shape) != (batch, length):
-                raise ValueError(f"mask has shape {tuple(mask.shape)} but keys have (B, L) = {(batch, length)}")
+        _check_attention_inputs("AdditiveAttention", query, self.query_dim, keys, self.key_dim, values, mask,
+                                projected_keys, ("hidden_dim", self.hidden_dim))
 
 
 # ============================================================ chapter 3: Luong et al. (2015)
@@ -434,45 +408,61 @@ class LuongAttention(nn.Module):
     # ------------------------------------------------------------------ input checks
 
     def _check_keys(self, keys: Tensor) -> None:
-        if not isinstance(keys, Tensor) or keys.dim() != 3:
-            shape = tuple(keys.shape) if isinstance(keys, Tensor) else type(keys).__name__
-            raise ValueError(f"keys must be 3-D (B, L, d_k), got {shape}")
-        if keys.size(-1) != self.key_dim:
-            raise ValueError(f"keys have d_k={keys.size(-1)} but LuongAttention expects key_dim={self.key_dim}")
+        _check_keys("LuongAttention", keys, self.key_dim)
 
     def _check_inputs(self, query, keys, values=None, mask=None, projected_keys=None, window=None) -> None:
         if not isinstance(query, Tensor) or query.dim() not in (2, 3):
             shape = tuple(query.shape) if isinstance(query, Tensor) else type(query).__name__
             raise ValueError(f"query must be 2-D (B, d_q) or 3-D (B, T, d_q), got {shape}")
-        if query.size(-1) != self.query_dim:
-            raise ValueError(f"query has d_q={query.size(-1)} but LuongAttention expects query_dim={self.query_dim}")
-        self._check_keys(keys)
-        batch, length = keys.shape[:2]
-        if query.size(0) != batch:
-            raise ValueError(f"keys have batch size {batch} but query has {query.size(0)}")
-        if values is not None:
-            if not isinstance(values, Tensor) or values.dim() != 3 or values.shape[:2] != keys.shape[:2]:
-                shape = tuple(values.shape) if isinstance(values, Tensor) else type(values).__name__
-                raise ValueError(f"values must have shape (B, L, d_v) with (B, L) = {(batch, length)} "
-                                 f"like the keys, got {shape}")
-        if projected_keys is not None:
-            expected = (batch, length, self.projected_size)
-            if not isinstance(projected_keys, Tensor) or tuple(projected_keys.shape) != expected:
-                shape = tuple(projected_keys.shape) if isinstance(projected_keys, Tensor) else None
-                raise ValueError(f"projected_keys has shape {shape} but project_keys(keys) gives "
-                                 f"(B, L, projected_size) = {expected}")
-        if mask is not None:
-            if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-                what = f"dtype {mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
-                raise TypeError(f"mask must be a bool tensor (True = may attend), got {what}")
-            if tuple(mask.shape) != (batch, length):
-                raise ValueError(f"mask has shape {tuple(mask.shape)} but keys have (B, L) = {(batch, length)}")
+        _, length = _check_attention_inputs("LuongAttention", query, self.query_dim, keys, self.key_dim, values,
+                                            mask, projected_keys, ("projected_size", self.projected_size))
         if window is not None:
             expected = (*query.shape[:-1], length)
             if not isinstance(window, Tensor) or tuple(window.shape) != expected:
                 shape = tuple(window.shape) if isinstance(window, Tensor) else type(window).__name__
                 raise ValueError(f"window has shape {shape} but the weights have {expected} "
                                  "(one row of factors per query)")
+
+
+def _check_keys(layer: str, keys: Tensor, key_dim: int) -> None:
+    """Keys must be ``(B, L, d_k)`` with the layer's ``key_dim``."""
+    if not isinstance(keys, Tensor) or keys.dim() != 3:
+        shape = tuple(keys.shape) if isinstance(keys, Tensor) else type(keys).__name__
+        raise ValueError(f"keys must be 3-D (B, L, d_k), got {shape}")
+    if keys.size(-1) != key_dim:
+        raise ValueError(f"keys have d_k={keys.size(-1)} but {layer} expects key_dim={key_dim}")
+
+
+def _check_attention_inputs(layer: str, query: Tensor, query_dim: int, keys: Tensor, key_dim: int, values, mask,
+                            projected_keys, projected: tuple[str, int]) -> tuple[int, int]:
+    """The checks every attention layer shares; returns ``(B, L)`` of the keys.
+
+    ``projected`` names the last size of ``project_keys(keys)`` and gives its value.
+    """
+    if query.size(-1) != query_dim:
+        raise ValueError(f"query has d_q={query.size(-1)} but {layer} expects query_dim={query_dim}")
+    _check_keys(layer, keys, key_dim)
+    batch, length = keys.shape[:2]
+    if query.size(0) != batch:
+        raise ValueError(f"keys have batch size {batch} but query has {query.size(0)}")
+    if values is not None:
+        if not isinstance(values, Tensor) or values.dim() != 3 or values.shape[:2] != keys.shape[:2]:
+            shape = tuple(values.shape) if isinstance(values, Tensor) else type(values).__name__
+            raise ValueError(f"values must have shape (B, L, d_v) with (B, L) = {(batch, length)} "
+                             f"like the keys, got {shape}")
+    if projected_keys is not None:
+        expected = (batch, length, projected[1])
+        if not isinstance(projected_keys, Tensor) or tuple(projected_keys.shape) != expected:
+            shape = tuple(projected_keys.shape) if isinstance(projected_keys, Tensor) else None
+            raise ValueError(f"projected_keys has shape {shape} but project_keys(keys) gives "
+                             f"(B, L, {projected[0]}) = {expected}")
+    if mask is not None:
+        if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+            what = f"dtype {mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
+            raise TypeError(f"mask must be a bool tensor (True = may attend), got {what}")
+        if tuple(mask.shape) != (batch, length):
+            raise ValueError(f"mask has shape {tuple(mask.shape)} but keys have (B, L) = {(batch, length)}")
+    return batch, length
 
 
 def _check_positive_int(name: str, value) -> None:
