@@ -196,7 +196,48 @@ class BahdanauDecoder(nn.Module):
                              f"{tuple(annotations.shape[:2])}")
 
 
-class BahdanauSeq2Seq(nn.Module):
+class _AttentionSeq2Seq(nn.Module):
+    """What the attention models share: an encoder whose outputs are the annotations, and a decoder.
+
+    Checks that the sizes and padding ids match, and encodes a right-padded source.
+
+    Shapes:
+        encode(src ``(B, S)`` long) -> (annotations ``(B, S, A)``, context ``(B, A)``)
+    """
+
+    def __init__(self, encoder: Encoder, decoder: nn.Module, pad_id: int = 0) -> None:
+        super().__init__()
+        if decoder.annotation_size != encoder.output_size:
+            how = "bidirectional" if encoder.bidirectional else "unidirectional"
+            raise ValueError(
+                f"decoder expects annotations of size annotation_size={decoder.annotation_size} but the encoder "
+                f"gives {encoder.output_size} ({how}, hidden_size={encoder.hidden_size})")
+        if encoder.pad_id != pad_id:
+            raise ValueError(f"pad_id={pad_id} but the encoder was built with pad_id={encoder.pad_id}")
+        if decoder.pad_id != pad_id:
+            raise ValueError(f"pad_id={pad_id} but the decoder was built with pad_id={decoder.pad_id}")
+        self.encoder = encoder
+        self.decoder = decoder
+        self.pad_id = pad_id
+
+    def source_lengths(self, src: Tensor) -> Tensor:
+        """Real tokens per row; checks right padding and no empty row (see :func:`attnbook.rnn.source_lengths`).
+
+        Shapes:
+            src ``(B, S)`` long -> ``(B,)`` long
+        """
+        return source_lengths(src, self.pad_id)
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """Run the encoder, lengths taken from ``src != pad_id``.
+
+        Shapes:
+            src ``(B, S)`` -> (annotations ``(B, S, A)``, context ``(B, A)``)
+        """
+        return self.encoder(src, self.source_lengths(src))
+
+
+class BahdanauSeq2Seq(_AttentionSeq2Seq):
     """Bidirectional-GRU encoder + :class:`BahdanauDecoder`: the chapter 2 model (RNNsearch).
 
     Follows the model protocol of every chapter (``CONTRACT.md``): ``model(src, tgt_in)``
@@ -219,19 +260,7 @@ class BahdanauSeq2Seq(nn.Module):
     """
 
     def __init__(self, encoder: Encoder, decoder: BahdanauDecoder, pad_id: int = 0, mask_padding: bool = True) -> None:
-        super().__init__()
-        if decoder.annotation_size != encoder.output_size:
-            how = "bidirectional" if encoder.bidirectional else "unidirectional"
-            raise ValueError(
-                f"decoder expects annotations of size annotation_size={decoder.annotation_size} but the encoder "
-                f"gives {encoder.output_size} ({how}, hidden_size={encoder.hidden_size})")
-        if encoder.pad_id != pad_id:
-            raise ValueError(f"pad_id={pad_id} but the encoder was built with pad_id={encoder.pad_id}")
-        if decoder.pad_id != pad_id:
-            raise ValueError(f"pad_id={pad_id} but the decoder was built with pad_id={decoder.pad_id}")
-        self.encoder = encoder
-        self.decoder = decoder
-        self.pad_id = pad_id
+        super().__init__(encoder, decoder, pad_id)
         self.mask_padding = bool(mask_padding)
 
     @classmethod
@@ -255,22 +284,6 @@ class BahdanauSeq2Seq(nn.Module):
         encoder = Encoder(src_vocab_size, embed_dim, hidden_size, bidirectional, pad_id, pack=True)
         decoder = BahdanauDecoder(tgt_vocab_size, embed_dim, hidden_size, encoder.output_size, attention_dim, pad_id)
         return cls(encoder, decoder, pad_id, mask_padding)
-
-    def source_lengths(self, src: Tensor) -> Tensor:
-        """Real tokens per row; checks right padding and no empty row (as chapter 1's model).
-
-        Shapes:
-            src ``(B, S)`` long -> ``(B,)`` long
-        """
-        return source_lengths(src, self.pad_id)
-
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """Run the encoder, lengths taken from ``src != pad_id``.
-
-        Shapes:
-            src ``(B, S)`` -> (annotations ``(B, S, A)``, context ``(B, A)``)
-        """
-        return self.encoder(src, self.source_lengths(src))
 
     def forward(self, src: Tensor, tgt_in: Tensor, return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher-forced logits (and, if asked, the attention weights of every step).
@@ -587,7 +600,7 @@ class LuongDecoder(nn.Module):
         return f"score={self.score!r}, input_feeding={self.input_feeding}, attention={local}"
 
 
-class LuongSeq2Seq(nn.Module):
+class LuongSeq2Seq(_AttentionSeq2Seq):
     """Bidirectional-GRU encoder + :class:`LuongDecoder`: the chapter 3 model.
 
     Follows the model protocol of every chapter (``CONTRACT.md``), like
@@ -611,19 +624,7 @@ class LuongSeq2Seq(nn.Module):
     """
 
     def __init__(self, encoder: Encoder, decoder: LuongDecoder, pad_id: int = 0) -> None:
-        super().__init__()
-        if decoder.annotation_size != encoder.output_size:
-            how = "bidirectional" if encoder.bidirectional else "unidirectional"
-            raise ValueError(
-                f"decoder expects annotations of size annotation_size={decoder.annotation_size} but the encoder "
-                f"gives {encoder.output_size} ({how}, hidden_size={encoder.hidden_size})")
-        if encoder.pad_id != pad_id:
-            raise ValueError(f"pad_id={pad_id} but the encoder was built with pad_id={encoder.pad_id}")
-        if decoder.pad_id != pad_id:
-            raise ValueError(f"pad_id={pad_id} but the decoder was built with pad_id={decoder.pad_id}")
-        self.encoder = encoder
-        self.decoder = decoder
-        self.pad_id = pad_id
+        super().__init__(encoder, decoder, pad_id)
 
     @classmethod
     def build(
@@ -663,22 +664,6 @@ class LuongSeq2Seq(nn.Module):
         decoder = LuongDecoder(tgt_vocab_size, embed_dim, hidden_size, encoder.output_size, score,
                                input_feeding, local_window, pad_id)
         return cls(encoder, decoder, pad_id)
-
-    def source_lengths(self, src: Tensor) -> Tensor:
-        """Real tokens per row; checks right padding and no empty row.
-
-        Shapes:
-            src ``(B, S)`` long -> ``(B,)`` long
-        """
-        return source_lengths(src, self.pad_id)
-
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """Run the encoder, lengths taken from ``src != pad_id``.
-
-        Shapes:
-            src ``(B, S)`` -> (annotations ``(B, S, A)``, context ``(B, A)``)
-        """
-        return self.encoder(src, self.source_lengths(src))
 
     def forward(self, src: Tensor, tgt_in: Tensor, return_weights: bool = False,
                 return_positions: bool = False) -> Tensor | tuple:
