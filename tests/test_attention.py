@@ -5,11 +5,16 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.attention import AdditiveAttention, LuongAttention, PredictivePosition, local_p_window, masked_softmax
+from attnbook.attention import (AdditiveAttention, ConcatScore, DotScore, GeneralScore, LocalPAttention,
+                                LuongAttention, PredictivePosition, local_p_window, masked_softmax)
+from conftest import length_mask
 
 
-def length_mask(lengths, width):
-    return torch.arange(width) < torch.tensor(lengths).unsqueeze(1)  # (B, width)
+def luong_scores(attention, query, keys):
+    """The scores before the softmax: ``(B, d_q) -> (B, L)``, ``(B, T, d_q) -> (B, T, L)``."""
+    queries = query.reshape(query.size(0), -1, query.size(-1))
+    scores = attention.scorer(queries, attention.scorer.project_keys(keys))  # (B, T, L)
+    return scores.reshape(*query.shape[:-1], -1)
 
 
 # ===================================================================== masked_softmax
@@ -184,27 +189,31 @@ def test_additive_attention_gradients_reach_every_parameter():
 def test_additive_attention_errors():
     attention = AdditiveAttention(query_dim=32, key_dim=16, hidden_dim=8)
     keys = torch.randn(4, 9, 16)
-    with pytest.raises(ValueError, match="query has d_q=64 but AdditiveAttention expects query_dim=32"):
+    with pytest.raises(ValueError, match=r"query has d_q=64 \(shape \(4, 64\)\) but AdditiveAttention expects d_q=32"):
         attention(torch.randn(4, 64), keys)
-    with pytest.raises(ValueError, match="keys have batch size 4 but query has 3"):
+    with pytest.raises(ValueError, match=r"keys has B=4 \(shape \(4, 9, 16\)\) but query has B=3 \(shape \(3, 32\)\)"):
         attention(torch.randn(3, 32), keys)
-    with pytest.raises(ValueError, match="keys have d_k=12 but AdditiveAttention expects key_dim=16"):
+    with pytest.raises(ValueError, match=r"keys has d_k=12 \(shape \(4, 9, 12\)\) but AdditiveAttention expects d_k=16"):
         attention(torch.randn(4, 32), torch.randn(4, 9, 12))
-    with pytest.raises(ValueError, match=r"query must be 2-D \(B, d_q\), one query per row, got \(4, 1, 32\)"):
+    with pytest.raises(ValueError, match=r"query must be 2-D \(B, d_q\), got shape \(4, 1, 32\)"):
         attention(torch.randn(4, 1, 32), keys)
-    with pytest.raises(ValueError, match=r"keys must be 3-D \(B, L, d_k\), got \(4, 16\)"):
+    with pytest.raises(ValueError, match=r"keys must be 3-D \(B, L, d_k\), got shape \(4, 16\)"):
         attention(torch.randn(4, 32), torch.randn(4, 16))
-    with pytest.raises(ValueError, match=r"mask has shape \(4, 7\) but keys have \(B, L\) = \(4, 9\)"):
+    with pytest.raises(TypeError, match=r"keys must be a tensor, 3-D \(B, L, d_k\), got list"):
+        attention(torch.randn(4, 32), [[1.0]])
+    with pytest.raises(ValueError, match=r"mask has L=7 \(shape \(4, 7\)\) but keys has L=9 \(shape \(4, 9, 16\)\)"):
         attention(torch.randn(4, 32), keys, mask=torch.ones(4, 7, dtype=torch.bool))
     with pytest.raises(TypeError, match=r"mask must be a bool tensor \(True = may attend\), got dtype torch.int64"):
         attention(torch.randn(4, 32), keys, mask=torch.ones(4, 9, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"values must have shape \(B, L, d_v\) with \(B, L\) = \(4, 9\)"):
+    with pytest.raises(ValueError, match=r"values has L=8 \(shape \(4, 8, 5\)\) but keys has L=9"):
         attention(torch.randn(4, 32), keys, values=torch.randn(4, 8, 5))
-    with pytest.raises(ValueError, match=r"projected_keys has shape \(4, 9, 16\) but project_keys\(keys\) gives "
-                                         r"\(B, L, hidden_dim\) = \(4, 9, 8\)"):
+    with pytest.raises(ValueError, match=r"projected_keys has k=16 \(shape \(4, 9, 16\)\) but AdditiveAttention "
+                                         r"expects k=8"):
         attention(torch.randn(4, 32), keys, projected_keys=keys)
     with pytest.raises(ValueError, match="hidden_dim must be a positive int, got 0"):
         AdditiveAttention(4, 4, 0)
+    with pytest.raises(ValueError, match="query_dim must be a positive int, got True"):
+        AdditiveAttention(True, 4, 4)
 
 
 # ===================================================================== LuongAttention
@@ -220,7 +229,7 @@ def test_luong_dot_scores_are_exactly_the_dot_products():
     attention = LuongAttention("dot", query_dim=6, key_dim=6)
     query, keys = integer_valued(3, 6, generator=generator), integer_valued(3, 5, 6, generator=generator)
     reference = (query.unsqueeze(1) * keys).sum(-1)  # (B, 1, d) * (B, L, d) -> (B, L): h_tᵀ h̄_s, no matmul
-    assert torch.equal(attention.score(query, keys), reference)
+    assert torch.equal(luong_scores(attention, query, keys), reference)
     _, weights = attention(query, keys)
     assert torch.equal(weights, torch.softmax(reference, dim=-1))
     assert list(attention.parameters()) == []  # dot has nothing to learn
@@ -231,17 +240,17 @@ def test_luong_general_with_identity_W_a_is_dot_and_uses_W_a_the_papers_way_roun
     query, keys = integer_valued(2, 4, generator=generator), integer_valued(2, 7, 4, generator=generator)
     general = LuongAttention("general", 4, 4)
     with torch.no_grad():
-        general.W_a.weight.copy_(torch.eye(4))
-    assert torch.equal(general.score(query, keys), LuongAttention("dot", 4, 4).score(query, keys))
+        general.scorer.W_a.weight.copy_(torch.eye(4))
+    assert torch.equal(luong_scores(general, query, keys), luong_scores(LuongAttention("dot", 4, 4), query, keys))
     # score = h_tᵀ W_a h̄_s with W_a = W_a.weight (d_q, d_k), here d_q=3 != d_k=5
     general = LuongAttention("general", query_dim=3, key_dim=5)
-    assert general.W_a.weight.shape == (3, 5) and general.W_a.bias is None
+    assert general.scorer.W_a.weight.shape == (3, 5) and general.scorer.W_a.bias is None
     with torch.no_grad():
-        general.W_a.weight.copy_(integer_valued(3, 5, generator=generator))
-    W_a = general.W_a.weight.detach()
+        general.scorer.W_a.weight.copy_(integer_valued(3, 5, generator=generator))
+    W_a = general.scorer.W_a.weight.detach()
     query, keys = integer_valued(2, 3, generator=generator), integer_valued(2, 4, 5, generator=generator)
     expected = torch.tensor([[float(query[b] @ W_a @ keys[b, s]) for s in range(4)] for b in range(2)])
-    assert torch.equal(general.score(query, keys), expected)  # (W_a.T would not even fit: (5, 3))
+    assert torch.equal(luong_scores(general, query, keys), expected)  # (W_a.T would not even fit: (5, 3))
 
 
 def test_luong_concat_matches_a_hand_computation():
@@ -249,15 +258,15 @@ def test_luong_concat_matches_a_hand_computation():
     W_a = np.array([[0.5, -1.0, 1.0, 0.0, -0.5], [0.25, 0.75, 0.5, 0.5, 1.0]])  # (h, d_q + d_k)
     v_a = np.array([2.0, -1.0])
     with torch.no_grad():
-        attention.W_a.weight.copy_(torch.tensor(W_a))
-        attention.v_a.weight.copy_(torch.tensor(v_a)[None])
+        attention.scorer.W_a.weight.copy_(torch.tensor(W_a))
+        attention.scorer.v_a.weight.copy_(torch.tensor(v_a)[None])
     h_t = np.array([1.0, 2.0])
     H_s = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0], [-1.0, 0.5, 2.0]])  # L=4 annotations
     e = np.array([v_a @ np.tanh(W_a @ np.concatenate([h_t, h_s])) for h_s in H_s])  # v_aᵀ tanh(W_a [h_t; h̄_s])
     alpha = np.exp(e - e.max()) / np.exp(e - e.max()).sum()
 
     query, keys = torch.tensor(h_t, dtype=torch.float32)[None], torch.tensor(H_s, dtype=torch.float32)[None]
-    np.testing.assert_allclose(attention.score(query, keys)[0].detach().numpy(), e, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(luong_scores(attention, query, keys)[0].detach().numpy(), e, rtol=1e-5, atol=1e-6)
     context, weights = attention(query, keys)
     np.testing.assert_allclose(weights[0].detach().numpy(), alpha, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(context[0].detach().numpy(), alpha @ H_s, rtol=1e-5, atol=1e-6)
@@ -279,7 +288,7 @@ def test_luong_shapes_values_and_many_queries_at_once(score):
     queries, mask = torch.randn(3, 4, 5), length_mask([6, 2, 4], 6)
     contexts, all_weights = attention(queries, keys, mask=mask)
     assert contexts.shape == (3, 4, key_dim) and all_weights.shape == (3, 4, 6)
-    assert attention.score(queries, keys).shape == (3, 4, 6)
+    assert luong_scores(attention, queries, keys).shape == (3, 4, 6)
     for t in range(4):
         one_context, one_weights = attention(queries[:, t], keys, mask=mask)
         assert torch.allclose(all_weights[:, t], one_weights, atol=1e-6)
@@ -308,12 +317,15 @@ def test_luong_masks_give_exactly_zero_weight(score):
 
 def test_luong_parameters_and_gradients():
     general = LuongAttention("general", query_dim=6, key_dim=10)
-    assert general.W_a.weight.shape == (6, 10) and general.projected_size == 6
+    assert isinstance(general.scorer, GeneralScore) and general.scorer.W_a.weight.shape == (6, 10)
+    assert general.projected_size == 6
     concat = LuongAttention("concat", query_dim=6, key_dim=10)
-    assert concat.W_a.weight.shape == (6, 16) and concat.W_a.bias is None  # hidden = query_dim by default
-    assert concat.v_a.weight.shape == (1, 6) and concat.v_a.bias is None
-    assert LuongAttention("concat", 6, 10, hidden_dim=3).W_a.weight.shape == (3, 16)
-    assert "score='concat', query_dim=6, key_dim=10, hidden_dim=6" in repr(concat)
+    assert isinstance(concat.scorer, ConcatScore)
+    assert concat.scorer.W_a.weight.shape == (6, 16) and concat.scorer.W_a.bias is None  # hidden = query_dim
+    assert concat.scorer.v_a.weight.shape == (1, 6) and concat.scorer.v_a.bias is None
+    assert LuongAttention("concat", 6, 10, hidden_dim=3).scorer.W_a.weight.shape == (3, 16)
+    assert isinstance(LuongAttention("dot", 6, 6).scorer, DotScore)
+    assert "score='concat', query_dim=6, key_dim=10" in repr(concat)
     for attention in (general, concat):
         context, _ = attention(torch.randn(2, 6), torch.randn(2, 5, 10))
         context.sum().backward()
@@ -333,24 +345,13 @@ def test_luong_errors():
         LuongAttention("general", 4, 0)
     attention = LuongAttention("general", query_dim=32, key_dim=16)
     keys = torch.randn(4, 9, 16)
-    with pytest.raises(ValueError, match="query has d_q=64 but LuongAttention expects query_dim=32"):
+    with pytest.raises(ValueError, match=r"query has d_q=64 \(shape \(4, 64\)\) but LuongAttention expects d_q=32"):
         attention(torch.randn(4, 64), keys)
-    with pytest.raises(ValueError, match="keys have d_k=12 but LuongAttention expects key_dim=16"):
-        attention(torch.randn(4, 32), torch.randn(4, 9, 12))
-    with pytest.raises(ValueError, match="keys have batch size 4 but query has 3"):
-        attention(torch.randn(3, 32), keys)
-    with pytest.raises(ValueError, match=r"query must be 2-D \(B, d_q\) or 3-D \(B, T, d_q\), got \(32,\)"):
+    with pytest.raises(ValueError, match=r"query must be 2-D \(B, d_q\) or 3-D \(B, T, d_q\), got shape \(32,\)"):
         attention(torch.randn(32), keys)
-    with pytest.raises(ValueError, match=r"mask has shape \(4, 7\) but keys have \(B, L\) = \(4, 9\)"):
-        attention(torch.randn(4, 32), keys, mask=torch.ones(4, 7, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"projected_keys has shape \(4, 9, 16\) but project_keys\(keys\) gives "
-                                         r"\(B, L, projected_size\) = \(4, 9, 32\)"):
+    with pytest.raises(ValueError, match=r"projected_keys has k=16 \(shape \(4, 9, 16\)\) but LuongAttention "
+                                         r"expects k=32"):
         attention(torch.randn(4, 32), keys, projected_keys=keys)
-    with pytest.raises(ValueError, match=r"window has shape \(4, 2, 9\) but the weights have \(4, 9\)"):
-        attention(torch.randn(4, 32), keys, window=torch.ones(4, 2, 9))
-
-
-# =============================================================== local-p attention
 
 
 def test_local_p_window_is_gaussian_inside_and_exactly_zero_outside():
@@ -371,25 +372,28 @@ def test_local_p_window_is_gaussian_inside_and_exactly_zero_outside():
     assert local_p_window(torch.rand(2, 4) * 5, 6, 1).shape == (2, 4, 6)  # (B, T) centres -> (B, T, L)
 
 
-def test_local_attention_weights_vanish_outside_the_window_and_are_not_renormalised():
+def test_local_p_attention_weights_vanish_outside_the_window_and_are_not_renormalised():
     torch.manual_seed(0)
-    attention = LuongAttention("general", 4, 4)
+    attention = LocalPAttention("general", 4, 4, D=2)
     query, keys = torch.randn(2, 4), torch.randn(2, 10, 4)
     mask = length_mask([10, 7], 10)
-    centres = torch.tensor([4.3, 6.0])
+    context, weights = attention(query, keys, mask=mask)
+    centres = attention.centres(query, mask)  # (B,) in [0, S]
+    assert ((centres >= 0) & (centres <= mask.sum(-1))).all()
     window = local_p_window(centres, 10, D=2)
-    context, weights = attention(query, keys, mask=mask, window=window)
     outside = window == 0
     assert torch.equal(weights[outside], torch.zeros(int(outside.sum())))
-    assert torch.equal(weights[~mask], torch.zeros(int((~mask).sum())))  # row 1: 8 would be in the window
-    # Inside: the softmax over the window's real positions, times the Gaussian.
-    scores = attention.score(query, keys)
+    assert torch.equal(weights[~mask], torch.zeros(int((~mask).sum())))
+    scores = luong_scores(attention, query, keys)  # inside: the softmax over the window's real positions × Gaussian
     for row in range(2):
         allowed = mask[row] & ~outside[row]
         align = torch.softmax(scores[row][allowed], dim=-1)
         assert torch.allclose(weights[row][allowed], align * window[row][allowed], atol=1e-6)
-    assert (weights.sum(-1) < 1).all()  # as in the paper, not renormalised after the Gaussian
+    assert (weights.sum(-1) <= 1 + 1e-6).all()  # as in the paper, not renormalised after the Gaussian
     assert torch.allclose(context, (weights.unsqueeze(1) @ keys).squeeze(1), atol=1e-6)
+    many_context, many = attention(torch.stack([query, query], dim=1), keys, mask=mask)  # (B, T=2, ...)
+    assert torch.allclose(many[:, 1], weights, atol=1e-6) and torch.allclose(many_context[:, 0], context, atol=1e-6)
+    assert torch.allclose(attention(query, keys)[1], attention(query, keys, mask=torch.ones(2, 10, dtype=torch.bool))[1])
 
 
 def test_predictive_position_lies_in_0_to_S_per_sentence_and_learns():
@@ -411,10 +415,11 @@ def test_predictive_position_lies_in_0_to_S_per_sentence_and_learns():
 
 
 def test_local_window_errors():
-    with pytest.raises(TypeError, match="position must be a floating-point tensor of window centres p_t, "
-                                        "got dtype torch.int64"):
+    with pytest.raises(TypeError, match="position must be a floating-point tensor, got dtype torch.int64"):
         local_p_window(torch.tensor([1, 2]), 5, 2)
     with pytest.raises(ValueError, match="D must be a positive int, got 0"):
         local_p_window(torch.tensor([1.0]), 5, 0)
-    with pytest.raises(ValueError, match=r"lengths must have shape \(B,\) = \(3,\), got \(2,\)"):
+    with pytest.raises(ValueError, match=r"lengths has B=2 \(shape \(2,\)\) but query has B=3"):
         PredictivePosition(4)(torch.randn(3, 4), torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match="D must be a positive int, got 0"):
+        LocalPAttention("dot", 4, 4, D=0)

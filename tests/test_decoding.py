@@ -1,127 +1,207 @@
-"""Tests of attnbook.decoding: greedy decoding and translate."""
+"""attnbook.decoding: greedy decoding, beam search and translate, on hand-built and real models."""
+
+import itertools
 
 import pytest
 import torch
 from torch import nn
 
 from attnbook import data
-from attnbook.decoding import Decoded, greedy_decode, translate
-from attnbook.rnn import Seq2Seq
-from attnbook.training import fit
+from attnbook.decoding import Decoded, beam_search, greedy_decode, translate
+from attnbook.protocol import Step
+from conftest import padded_batch, tiny
 
 V = 8
+BOS, EOS = 1, 2
 
 
 class ScriptedModel(nn.Module):
-    """Emits a fixed script of tokens per row; optionally returns attention weights.
+    """Row ``b`` predicts ``script[b, t]`` at step ``t`` (one-hot logits), whatever it is fed.
 
-    ``script``: (B, steps) ids; at step t every row predicts ``script[b, t]`` (one-hot logits).
-    Records the tokens it was fed and whether it ran in training mode / with gradients.
+    Its weights have ``heads`` leading dims after B (``None``: no weights): ``(B, *heads, S)``, each
+    row's weights sum to 1 and differ from row to row. Records what it was fed and its mode.
     """
 
-    def __init__(self, script, with_weights=False):
+    def __init__(self, script, heads=None):
         super().__init__()
-        self.script = torch.tensor(script)
-        self.with_weights = with_weights
-        self.pad_id = 0
+        self.script, self.heads, self.pad_id = torch.tensor(script), heads, 0
         self.dummy = nn.Parameter(torch.zeros(1))
         self.fed, self.modes = [], []
 
     def start(self, src):
-        return {"t": 0, "S": src.size(1)}
+        return {"t": torch.zeros(src.size(0), dtype=torch.long), "row": torch.arange(src.size(0)), "S": src.size(1)}
 
     def step(self, state, prev):
         self.fed.append(prev.tolist())
         self.modes.append((self.training, torch.is_grad_enabled()))
-        t = state["t"]
-        logits = torch.full((self.script.size(0), V), -5.0)
-        logits[torch.arange(self.script.size(0)), self.script[:, t]] = 5.0
+        t, rows = int(state["t"][0]), state["row"]  # rows: which script row each state row follows
+        logits = torch.full((rows.numel(), V), -5.0)
+        logits[torch.arange(rows.numel()), self.script[rows, t]] = 5.0
         weights = None
-        if self.with_weights:
-            weights = torch.softmax(torch.arange(state["S"], dtype=torch.float) * (t + 1), 0)
-            weights = weights.expand(self.script.size(0), -1)
-        return logits, {"t": t + 1, "S": state["S"]}, weights
+        if self.heads is not None:
+            ramp = torch.arange(state["S"], dtype=torch.float) * (t + 1)  # (S,)
+            sharpness = (rows.float() + 1).view(-1, *[1] * (len(self.heads) + 1))  # (B, 1, ..., 1): rows differ
+            weights = torch.softmax(ramp * sharpness, dim=-1).expand(rows.numel(), *self.heads, -1)  # (B, *heads, S)
+        return Step(logits, {**state, "t": state["t"] + 1}, weights)
 
 
 SRC = torch.tensor([[4, 5, 6], [7, 0, 0]])
 
 
-def test_stops_at_eos_and_excludes_bos_and_eos():
+def test_greedy_stops_at_eos_and_excludes_bos_and_eos():
     model = ScriptedModel([[4, 5, 2, 6, 6, 6], [7, 2, 5, 5, 5, 5]])
     out = greedy_decode(model, SRC, max_len=6)
-    assert isinstance(out, Decoded)
-    assert out.tokens == [[4, 5], [7]]
-    assert out.weights is None
+    assert isinstance(out, Decoded) and out.tokens == [[4, 5], [7]] and out.weights is None
     assert len(model.fed) == 3  # every row had produced eos after 3 steps
-    assert model.fed[0] == [1, 1]  # starts from bos
-    assert model.fed[1] == [4, 7]  # then feeds its own predictions
+    assert model.fed[0] == [1, 1] and model.fed[1] == [4, 7]  # bos, then its own predictions
+    step_log_prob = torch.log_softmax(torch.tensor([5.0] + [-5.0] * (V - 1)), 0)[0]
+    assert torch.allclose(out.scores, torch.stack([3 * step_log_prob, 2 * step_log_prob]), atol=1e-6)  # eos included
 
 
-def test_respects_max_len():
+def test_greedy_respects_max_len():
     model = ScriptedModel([[4, 5, 6, 7, 2], [5, 5, 5, 5, 5]])
     out = greedy_decode(model, SRC, max_len=3)
-    assert out.tokens == [[4, 5, 6], [5, 5, 5]]
-    assert len(model.fed) == 3
+    assert out.tokens == [[4, 5, 6], [5, 5, 5]] and len(model.fed) == 3
 
 
-def test_weights_are_stacked_and_zero_after_eos():
-    model = ScriptedModel([[4, 2, 6, 6], [7, 5, 2, 5]], with_weights=True)
+@pytest.mark.parametrize("heads", [(), (3,), (2,), (2, 4)], ids=["(B,S)", "(B,H,S) H!=B", "(B,H,S) H==B", "(B,L,H,S)"])
+def test_greedy_zeroes_the_weights_of_finished_rows_only(heads):
+    """Rows, not heads, are zeroed after eos, whatever the weights' shape (H == B included)."""
+    model = ScriptedModel([[4, 2, 6, 6], [7, 5, 2, 5]], heads=heads)
     out = greedy_decode(model, SRC, max_len=4)
     assert out.tokens == [[4], [7, 5]]
-    assert out.weights.shape == (2, 3, 3)  # (B, T_out, S)
-    assert torch.allclose(out.weights[1].sum(-1), torch.ones(3))
-    assert torch.allclose(out.weights[0, :2].sum(-1), torch.ones(2))  # up to and with the eos step
-    assert torch.equal(out.weights[0, 2], torch.zeros(3))  # finished row
+    assert out.weights.shape == (2, 3, *heads, 3)  # (B, T_out, *heads, S)
+    sums = out.weights.sum(-1)  # (B, T_out, *heads)
+    assert torch.allclose(sums[1], torch.ones_like(sums[1]))  # row 1 runs for all 3 steps
+    assert torch.allclose(sums[0, :2], torch.ones_like(sums[0, :2]))  # row 0 up to and with its eos step
+    assert torch.equal(out.weights[0, 2], torch.zeros_like(out.weights[0, 2]))  # then zero
+    assert not torch.equal(out.weights[0, 0], out.weights[1, 0])  # the rows' weights differ: not mixed up
 
 
-def test_eval_no_grad_and_mode_restored():
+def test_greedy_runs_in_eval_mode_without_gradients_and_restores_the_mode():
     model = ScriptedModel([[2], [2]]).train()
     greedy_decode(model, SRC, max_len=2)
-    assert model.modes == [(False, False)]
-    assert model.training
+    assert model.modes == [(False, False)] and model.training
     model.eval()
     greedy_decode(model, SRC, max_len=2)
     assert not model.training
 
 
-def test_equals_step_by_step_argmax():
-    torch.manual_seed(0)
-    model = Seq2Seq.build(10, 9, embed_dim=8, hidden_size=16).eval()
-    src = torch.randint(4, 10, (5, 6))
-    out = greedy_decode(model, src, max_len=7)
-    state, prev, steps = model.start(src), torch.ones(5, dtype=torch.long), []
+class PrefixModel(nn.Module):
+    """A hand-built model whose next-token probabilities depend on the prefix: ``table[prefix] = {token: p}``.
+
+    Tokens missing from a prefix's entry share what is left of the probability.
+    """
+
+    def __init__(self, table):
+        super().__init__()
+        self.table, self.pad_id = table, 0
+        self.dummy = nn.Parameter(torch.zeros(1))
+
+    def start(self, src):
+        return [()] * src.size(0)
+
+    def step(self, state, prev):
+        prefixes = [p + (int(t),) if p or int(t) != BOS else () for p, t in zip(state, prev)]
+        probs = torch.zeros(len(prefixes), V)
+        for row, prefix in enumerate(prefixes):
+            given = self.table.get(prefix, {})
+            rest = (1 - sum(given.values())) / (V - len(given))
+            probs[row] = torch.tensor([given.get(token, rest) for token in range(V)])
+        return Step(probs.log(), prefixes, None)
+
+    def reorder_state(self, state, index):
+        return [state[i] for i in index.tolist()]
+
+
+#: Greedy takes 4 (p 0.5), then 5 (0.35): p(4 5 eos) = 0.175. The likelier 6 eos (0.4 · 0.9 = 0.36) starts with 6 (0.4).
+MYOPIC = {(): {4: 0.5, 6: 0.4}, (4,): {5: 0.35, 7: 0.3, 3: 0.3}, (4, 5): {EOS: 1.0 - 1e-6}, (6,): {EOS: 0.9}}
+
+
+def test_beam_search_finds_the_likelier_sequence_that_greedy_misses():
+    model, src = PrefixModel(MYOPIC), torch.tensor([[4], [5]])
+    greedy = greedy_decode(model, src, max_len=5)
+    assert greedy.tokens == [[4, 5], [4, 5]]
+    beam = beam_search(model, src, max_len=5, beam_size=2)
+    assert beam.tokens == [[6], [6]]
+    assert torch.allclose(beam.scores, torch.log(torch.tensor([0.36, 0.36])))  # 6 and eos, summed log-probabilities
+    assert torch.allclose(greedy.scores, torch.log(torch.tensor([0.175, 0.175])), atol=1e-5)
+    assert beam_search(model, src, max_len=5, beam_size=1).tokens == greedy.tokens
+
+
+def test_length_penalty_only_ranks():
+    """6 eos has the larger sum (0.45 > 0.5 · 0.9³ = 0.3645); with lengths normalised (alpha = 2) the
+    longer 4 5 7 eos ranks first, and ``scores`` stay the plain sums."""
+    table = {(): {4: 0.5, 6: 0.5}, (6,): {EOS: 0.9}, (4,): {5: 0.9}, (4, 5): {7: 0.9}, (4, 5, 7): {EOS: 0.9}}
+    model, src = PrefixModel(table), torch.tensor([[4]])
+    plain = beam_search(model, src, max_len=6, beam_size=3)
+    assert plain.tokens == [[6]] and plain.scores.item() == pytest.approx(torch.log(torch.tensor(0.45)).item())
+    normalised = beam_search(model, src, max_len=6, beam_size=3, length_penalty=2.0)
+    assert normalised.tokens == [[4, 5, 7]]
+    assert normalised.scores.item() == pytest.approx(torch.log(torch.tensor(0.5 * 0.9**3)).item(), abs=1e-6)
+
+
+def test_beam_search_with_a_wide_beam_is_exhaustive():
+    """With more beams than prefixes, beam search returns the most likely sequence of all: checked by
+    enumerating every sequence of at most ``max_len`` tokens of a small real model."""
+    model, (src, _) = tiny("bahdanau").eval(), padded_batch()
+    max_len, vocab = 3, 11
+    beam = beam_search(model, src, max_len=max_len, beam_size=vocab ** (max_len - 1) * 5)
+    for row in range(src.size(0)):
+        best_score, best_tokens = float("-inf"), None
+        for length in range(1, max_len + 1):
+            for tokens in itertools.product(range(vocab), repeat=length):
+                ends = tokens[-1] == EOS
+                if EOS in tokens[:-1] or (not ends and length < max_len):
+                    continue  # eos only at the end; without eos only at max_len (never finished)
+                score = sequence_log_prob(model, src[row:row + 1], tokens)
+                if score > best_score:
+                    best_score, best_tokens = score, list(tokens[:-1] if ends else tokens)
+        assert beam.tokens[row] == best_tokens
+        assert beam.scores[row].item() == pytest.approx(best_score, abs=1e-5)
+
+
+def sequence_log_prob(model, src, tokens) -> float:
     with torch.no_grad():
-        for _ in range(7):
+        state, prev, total = model.start(src), torch.tensor([BOS]), 0.0
+        for token in tokens:
             logits, state, _ = model.step(state, prev)
-            prev = logits.argmax(-1)
-            steps.append(prev)
-    for row, expected in zip(out.tokens, torch.stack(steps, 1).tolist()):
-        assert row == (expected[: expected.index(2)] if 2 in expected else expected)
+            total += logits.log_softmax(-1)[0, token].item()
+            prev = torch.tensor([token])
+    return total
 
 
-def test_translate_round_trip_with_a_trained_model():
-    torch.manual_seed(0)
-    examples = data.reversal_task(16, 2, 4, seed=3)
-    src_vocab, tgt_vocab = data.build_vocabs(examples)
-    batches = [data.make_batch(examples, src_vocab, tgt_vocab)]
-    model = Seq2Seq.build(len(src_vocab), len(tgt_vocab), embed_dim=16, hidden_size=64)
-    fit(model, batches, epochs=50, lr=1e-2, progress=False)
-    texts = [ex.source for ex in examples]
-    assert translate(model, texts, src_vocab, tgt_vocab) == [text[::-1] for text in texts]
+def test_beam_search_returns_weights_of_the_chosen_sequences():
+    model, (src, _) = tiny("luong-general-feed-global").eval(), padded_batch()
+    beam = beam_search(model, src, max_len=6, beam_size=3)
+    for row, tokens in enumerate(beam.tokens):
+        with torch.no_grad():
+            state, prev, weights = model.start(src[row:row + 1]), torch.tensor([BOS]), []
+            for token in tokens + [EOS]:
+                step = model.step(state, prev)
+                state, prev = step.state, torch.tensor([token])
+                weights.append(step.weights[0])
+        steps = min(len(weights), beam.weights.size(1))
+        assert torch.allclose(beam.weights[row, :steps], torch.stack(weights)[:steps], atol=1e-6)
 
 
-def test_translate_with_a_fake_model():
+def test_translate_with_a_scripted_model_and_a_beam():
     vocab = data.Vocab("abcd", name="target")
     model = ScriptedModel([[4, 5, 2], [7, 2, 2]])
     assert translate(model, ["ab", "c"], vocab, vocab) == ["ab", "d"]
+    assert translate(model, ["ab", "c"], vocab, vocab, beam_size=2) == ["ab", "d"]
 
 
 def test_errors():
     model = ScriptedModel([[2], [2]])
-    with pytest.raises(ValueError, match="max_len must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match="max_len must be a positive int, got 0"):
         greedy_decode(model, SRC, max_len=0)
-    with pytest.raises(ValueError, match=r"src must be a 2-D tensor of token ids \(B, S\), got \(3,\)"):
+    with pytest.raises(ValueError, match=r"src must be 2-D \(B, S\), got shape \(3,\)"):
         greedy_decode(model, torch.tensor([4, 5, 6]), max_len=3)
+    with pytest.raises(ValueError, match="beam_size must be a positive int, got 0"):
+        beam_search(model, SRC, max_len=3, beam_size=0)
+    with pytest.raises(ValueError, match=r"length_penalty must be in \[0, inf\), got -1"):
+        beam_search(model, SRC, max_len=3, length_penalty=-1)
     vocab = data.Vocab("abcd")
     with pytest.raises(TypeError, match=r"translate\(model, \[text\]"):
         translate(model, "ab", vocab, vocab)

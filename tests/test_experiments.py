@@ -13,7 +13,7 @@ def tiny_model(src_vocab_size, tgt_vocab_size):
 
 
 def test_length_experiment_reports_every_test_length():
-    result = length_experiment(tiny_model, min_len=2, max_len=6, n_train=200, n_test=120, epochs=1,
+    result = length_experiment(tiny_model, min_length=2, max_length=6, n_train=200, n_test=120, epochs=1,
                                batch_size=32, alphabet="abcd")
     lengths = sorted({len(e.source) for e in result.test_examples})
     assert list(result.by_length) == lengths
@@ -24,7 +24,7 @@ def test_length_experiment_reports_every_test_length():
 
 
 def test_length_experiment_is_repeatable():
-    settings = dict(min_len=2, max_len=5, n_train=150, n_test=60, epochs=1, batch_size=32, alphabet="abc")
+    settings = dict(min_length=2, max_length=5, n_train=150, n_test=60, epochs=1, batch_size=32, alphabet="abc")
     first = length_experiment(tiny_model, **settings)
     second = length_experiment(tiny_model, **settings)
     assert first.by_length == second.by_length
@@ -32,7 +32,7 @@ def test_length_experiment_is_repeatable():
 
 
 def test_reverse_source_feeds_reversed_strings_with_unchanged_targets():
-    settings = dict(min_len=3, max_len=5, n_train=100, n_test=40, epochs=1, batch_size=32, alphabet="abc")
+    settings = dict(min_length=3, max_length=5, n_train=100, n_test=40, epochs=1, batch_size=32, alphabet="abc")
     plain = length_experiment(tiny_model, **settings)
     flipped = length_experiment(tiny_model, reverse_source=True, **settings)
     for a, b in zip(plain.test_examples, flipped.test_examples):

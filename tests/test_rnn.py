@@ -1,11 +1,11 @@
-"""Tests of attnbook.rnn: the Chapter 1 encoder-decoder."""
+"""attnbook.rnn: the GRU encoder, the shared EncoderDecoder base and Chapter 1's decoder.
+
+What every model shares (protocol, teacher forcing = stepping, padding, training) is in test_protocol.py.
+"""
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from attnbook import data
-from attnbook.decoding import greedy_decode
 from attnbook.rnn import Decoder, DecoderState, Encoder, Seq2Seq
 
 
@@ -67,63 +67,28 @@ def test_bidirectional_context_is_last_forward_and_first_backward_output():
 
 def test_decoder_shapes():
     torch.manual_seed(0)
-    dec = Decoder(10, 8, 16, context_size=32)
-    context = torch.randn(3, 32)
-    h0 = dec.init_state(context)
-    assert h0.shape == (3, 16)
-    assert dec(torch.randint(0, 10, (3, 7)), context, h0).shape == (3, 7, 10)
-    logits, h = dec.step(torch.tensor([1, 1, 1]), context, h0)
-    assert logits.shape == (3, 10) and h.shape == (3, 16)
+    dec = Decoder(10, 8, 16, encoder_size=32)
+    final = torch.randn(3, 32)
+    state = dec.start(None, final, None)
+    assert isinstance(state, DecoderState) and torch.equal(state.context, final)
+    assert torch.allclose(state.hidden, torch.tanh(dec.init(final)))  # s_0 = tanh(W_init c)
+    assert dec(torch.randint(0, 10, (3, 7)), state).logits.shape == (3, 7, 10)
+    step = dec.step(state, torch.tensor([1, 1, 1]))
+    assert step.logits.shape == (3, 10) and step.state.hidden.shape == (3, 16) and step.weights is None
 
 
 def test_decoder_uses_the_context_at_every_step():
     torch.manual_seed(0)
-    dec = Decoder(10, 8, 16, context_size=32)
+    dec = Decoder(10, 8, 16, encoder_size=32)
     tgt = torch.randint(3, 10, (1, 4))
-    context = torch.randn(1, 32)
-    h0 = torch.zeros(1, 16)  # the same start state: any difference comes from c at each step
-    assert not torch.allclose(dec(tgt, context, h0), dec(tgt, context + 1.0, h0))
-
-
-@pytest.mark.parametrize("bidirectional", [False, True])
-def test_step_reproduces_forward(bidirectional):
-    torch.manual_seed(0)
-    model = Seq2Seq.build(12, 10, embed_dim=8, hidden_size=16, bidirectional=bidirectional).eval()
-    src, _ = padded_src()
-    tgt_in = torch.tensor([[1, 4, 5, 6], [1, 7, 0, 0]])
-    logits = model(src, tgt_in)
-    assert logits.shape == (2, 4, 10)
-    state = model.start(src)
-    assert isinstance(state, DecoderState)
-    for t in range(tgt_in.size(1)):
-        step_logits, state, weights = model.step(state, tgt_in[:, t])
-        assert weights is None
-        assert torch.allclose(step_logits, logits[:, t], atol=1e-5)
-
-
-def test_overfits_a_tiny_reversal_batch():
-    torch.manual_seed(0)
-    examples = data.reversal_task(8, 3, 6, seed=1)
-    src_vocab, tgt_vocab = data.build_vocabs(examples)
-    batch = data.make_batch(examples, src_vocab, tgt_vocab)
-    model = Seq2Seq.build(len(src_vocab), len(tgt_vocab), embed_dim=16, hidden_size=64)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    targets = [tgt_vocab.encode(ex.target) for ex in examples]
-    for step in range(300):
-        logits = model(batch.src, batch.tgt_in)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch.tgt_out.reshape(-1), ignore_index=0)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if loss.item() < 0.02:
-            break
-    assert loss.item() < 0.05
-    assert greedy_decode(model, batch.src, max_len=10).tokens == targets
+    context, h0 = torch.randn(1, 32), torch.zeros(1, 16)  # the same start state: differences come from c
+    assert not torch.allclose(dec(tgt, DecoderState(context, h0)).logits,
+                              dec(tgt, DecoderState(context + 1.0, h0)).logits)
 
 
 def test_build_sizes_and_pad_embedding():
     model = Seq2Seq.build(12, 10, embed_dim=8, hidden_size=16, bidirectional=True)
-    assert model.decoder.context_size == 32
+    assert model.decoder.encoder_size == 32
     assert model.pad_id == 0
     assert torch.equal(model.encoder.embedding.weight[0], torch.zeros(8))
 
@@ -133,17 +98,19 @@ def test_build_sizes_and_pad_embedding():
 
 def test_error_context_size_mismatch():
     enc = Encoder(12, 32, 128, bidirectional=True)
-    dec = Decoder(10, 32, 128, context_size=128)
-    with pytest.raises(ValueError, match=r"decoder expects a context of size 128 but the encoder gives 256 "
-                                         r"\(bidirectional, hidden_size=128\)"):
+    dec = Decoder(10, 32, 128, encoder_size=128)
+    with pytest.raises(ValueError, match=r"decoder expects encoder outputs of size encoder_size=128 but the encoder "
+                                         r"gives 256 \(bidirectional, hidden_size=128\)"):
         Seq2Seq(enc, dec)
 
 
 def test_error_pad_id_mismatch():
     enc = Encoder(12, 8, 16, pad_id=0)
     dec = Decoder(10, 8, 16, 16)
-    with pytest.raises(ValueError, match="pad_id=5 but the encoder was built with pad_id=0"):
+    with pytest.raises(ValueError, match="pad_id=5 but the encoder's pad_id=0"):
         Seq2Seq(enc, dec, pad_id=5)
+    with pytest.raises(ValueError, match="pad_id=12 is not an id of a vocabulary of size 12"):
+        Encoder(12, 8, 16, pad_id=12)
 
 
 @pytest.mark.parametrize("kwargs, name", [
@@ -155,7 +122,7 @@ def test_error_non_positive_sizes(kwargs, name):
     with pytest.raises(ValueError, match=f"{name} must be a positive int"):
         Encoder(**kwargs)
     with pytest.raises(ValueError, match=f"{name} must be a positive int"):
-        Decoder(context_size=16, **kwargs)
+        Decoder(encoder_size=16, **kwargs)
 
 
 def test_error_bad_src():
@@ -169,7 +136,7 @@ def test_error_bad_src():
 
 def test_error_batch_sizes_differ():
     model = Seq2Seq.build(12, 10, embed_dim=8, hidden_size=16)
-    with pytest.raises(ValueError, match=r"src has batch size 2 \(shape \(2, 3\)\) but tgt_in has 3"):
+    with pytest.raises(ValueError, match=r"tgt_in has B=3 \(shape \(3, 2\)\) but src has B=2 \(shape \(2, 3\)\)"):
         model(torch.full((2, 3), 4), torch.ones(3, 2, dtype=torch.long))
 
 
@@ -184,6 +151,8 @@ def test_error_left_padding():
     model = Seq2Seq.build(12, 10, embed_dim=8, hidden_size=16)
     with pytest.raises(ValueError, match="padded on the right only"):
         model.start(torch.tensor([[0, 4, 5]]))
+    with pytest.raises(ValueError, match="padded on the right only"):
+        model.start(torch.tensor([[4, 0, 5]]))
 
 
 def test_error_bad_lengths():
@@ -191,5 +160,5 @@ def test_error_bad_lengths():
     src, _ = padded_src()
     with pytest.raises(ValueError, match=r"every length must be in 1..S=5, got \[6, 3\]"):
         enc(src, torch.tensor([6, 3]))
-    with pytest.raises(ValueError, match=r"lengths must have shape \(B,\)=\(2,\)"):
+    with pytest.raises(ValueError, match=r"lengths has B=1 \(shape \(1,\)\) but src has B=2"):
         enc(src, torch.tensor([5]))

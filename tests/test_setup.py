@@ -32,7 +32,7 @@ def test_setup_fixes_threads_and_style():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(seed=-1), "seed must be a non-negative int, got -1"),
     (dict(seed=1.5), "seed must be a non-negative int, got 1.5"),
-    (dict(threads=0), "threads must be an int >= 1, got 0"),
+    (dict(threads=0), "threads must be a positive int, got 0"),
 ])
 def test_setup_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):

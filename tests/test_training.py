@@ -1,4 +1,4 @@
-"""Tests of attnbook.training: fit, evaluate, History, count_parameters."""
+"""attnbook.training: fit, evaluate, History, count_parameters, warmup_schedule."""
 
 import pytest
 import torch
@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from attnbook import data
 from attnbook.rnn import Seq2Seq
-from attnbook.training import History, count_parameters, evaluate, fit
+from attnbook.training import History, count_parameters, evaluate, fit, warmup_schedule
 
 
 def tiny_task(n=32, batch_size=8, seed=0):
@@ -27,9 +27,9 @@ def test_loss_decreases_and_valid_metrics_present():
     history = fit(model, batches, batches, epochs=5, lr=1e-2, progress=False)
     losses = history["train_loss"]
     assert losses[-1] < 0.8 * losses[0]
-    for key in ("valid_loss", "token_accuracy", "exact_match"):
+    for key in ("valid_loss", "teacher_forced_accuracy", "exact_match"):
         assert all(0.0 <= value for value in history[key])
-    assert 0.0 <= history.last["token_accuracy"] <= 1.0
+    assert 0.0 <= history.last["teacher_forced_accuracy"] <= 1.0
     assert 0.0 <= history.last["exact_match"] <= 1.0
     assert model.training  # fit leaves the model in training mode
 
@@ -40,7 +40,7 @@ def test_history_api():
     assert isinstance(history, History) and len(history) == 2
     assert history["epoch"] == [1, 2]
     assert history["valid_loss"] == [None, None]  # no validation data
-    assert set(history.as_dict()) == {"epoch", "train_loss", "valid_loss", "token_accuracy",
+    assert set(history.as_dict()) == {"epoch", "train_loss", "valid_loss", "teacher_forced_accuracy",
                                       "exact_match", "seconds", "lr"}
     assert history.as_dict()["train_loss"] == history["train_loss"]
     assert history[0]["epoch"] == 1 and history[-1] == history.last
@@ -60,13 +60,13 @@ def test_evaluate_matches_a_direct_computation():
     metrics = evaluate(model, [batch])
     model.eval()
     with torch.no_grad():
-        logits = model(batch.src, batch.tgt_in)
+        logits = model(batch.src, batch.tgt_in).logits
     loss = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=0)
     real = batch.tgt_out != 0
     accuracy = ((logits.argmax(-1) == batch.tgt_out) & real).sum() / real.sum()
     assert metrics["valid_loss"] == pytest.approx(loss.item(), rel=1e-5)
-    assert metrics["token_accuracy"] == pytest.approx(accuracy.item())
-    assert set(metrics) == {"valid_loss", "token_accuracy", "exact_match"}
+    assert metrics["teacher_forced_accuracy"] == pytest.approx(accuracy.item())
+    assert set(metrics) == {"valid_loss", "teacher_forced_accuracy", "exact_match"}
 
 
 def test_exact_match_is_one_for_a_model_that_learned():
@@ -77,7 +77,7 @@ def test_exact_match_is_one_for_a_model_that_learned():
     model = Seq2Seq.build(len(sv), len(tv), embed_dim=16, hidden_size=64)
     history = fit(model, batch, batch, epochs=50, lr=1e-2, progress=False)
     assert history.last["exact_match"] == 1.0
-    assert history.last["token_accuracy"] == 1.0
+    assert history.last["teacher_forced_accuracy"] == 1.0
 
 
 def test_pad_positions_do_not_change_the_loss():
@@ -170,9 +170,9 @@ def test_count_parameters():
 def test_errors():
     batches, sv, tv = tiny_task(n=8)
     model = tiny_model(sv, tv)
-    with pytest.raises(ValueError, match="epochs must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match="epochs must be a positive int, got 0"):
         fit(model, batches, epochs=0)
-    with pytest.raises(ValueError, match="train is empty"):
+    with pytest.raises(ValueError, match="train gave no batches"):
         fit(model, [], epochs=1)
     with pytest.raises(ValueError, match="train gave no batches"):
         fit(model, iter([]), epochs=1)
@@ -188,3 +188,34 @@ def test_errors():
         fit(model, batches, epochs=1, scheduler=scheduler)
     with pytest.raises(ValueError, match="evaluate got no batches"):
         evaluate(model, [])
+
+
+def test_evaluate_without_decoding_gives_no_exact_match_and_the_same_loss():
+    batches, sv, tv = tiny_task()
+    model = tiny_model(sv, tv)
+    decoded, skipped = evaluate(model, batches), evaluate(model, batches, decode=False)
+    assert skipped["exact_match"] is None and decoded["exact_match"] is not None
+    assert skipped["valid_loss"] == pytest.approx(decoded["valid_loss"])
+    history = fit(model, batches, batches, epochs=1, decode=False, progress=False)
+    assert history.last["exact_match"] is None and history.last["teacher_forced_accuracy"] is not None
+
+
+def test_warmup_schedule_is_the_papers():
+    """lr = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), step from 1: peak 6.99e-4 at step 4000."""
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.Adam([parameter], lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    scheduler = warmup_schedule(optimizer, d_model=512, warmup=4000)
+    rates = []
+    for _ in range(8000):
+        rates.append(optimizer.param_groups[0]["lr"])  # the rate of the next optimizer step
+        optimizer.step()
+        scheduler.step()
+    paper = [512 ** -0.5 * min(step ** -0.5, step * 4000 ** -1.5) for step in range(1, 8001)]
+    assert rates == pytest.approx(paper, rel=1e-12)
+    assert max(range(8000), key=rates.__getitem__) + 1 == 4000
+    assert rates[3999] == pytest.approx(6.99e-4, abs=5e-7)
+    assert rates[0] == pytest.approx(512 ** -0.5 * 4000 ** -1.5)  # the first step is not zero
+    half = torch.optim.SGD([parameter], lr=0.5)  # the optimizer's lr scales the schedule
+    assert warmup_schedule(half, 512, 4000).get_last_lr()[0] == pytest.approx(0.5 * rates[0])
+    with pytest.raises(ValueError, match="warmup must be a positive int, got 0"):
+        warmup_schedule(optimizer, 512, 0)

@@ -6,6 +6,8 @@ import random
 import numpy as np
 import torch
 
+from attnbook import _checks as checks
+
 #: The figure style every chapter uses (small, readable, the same on every machine).
 PLOT_STYLE = {
     "figure.figsize": (6.4, 3.6),
@@ -34,10 +36,8 @@ def setup(seed: int = 0, threads: int = 1) -> None:
     Raises:
         ValueError: if ``seed`` is negative or ``threads`` is less than 1.
     """
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    if not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+    checks.non_negative_int(seed=seed)
+    checks.positive_int(threads=threads)
     os.environ["PYTHONHASHSEED"] = str(seed)
     random.seed(seed)
     np.random.seed(seed)

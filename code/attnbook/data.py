@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import torch
 
+from attnbook import _checks as checks
+
 __all__ = [
     "Example",
     "Splits",
@@ -78,18 +80,6 @@ class Splits(NamedTuple):
     train: list[Example]
     valid: list[Example]
     test: list[Example]
-
-
-def _check_count(value: int, name: str) -> None:
-    """Raise a ValueError unless ``value`` is an int >= 0."""
-    if not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {name}={value!r}")
-
-
-def _check_seed(seed: int) -> None:
-    """Raise a ValueError unless ``seed`` is an int."""
-    if not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got seed={seed!r}")
 
 
 # --------------------------------------------------------------------------------------
@@ -454,9 +444,8 @@ class Batches:
         shuffle: bool = False,
         seed: int = 0,
     ):
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got batch_size={batch_size!r}")
-        _check_seed(seed)
+        checks.positive_int(batch_size=batch_size)
+        checks.integer(seed=seed)
         self.examples = list(examples)
         if not self.examples:
             raise ValueError("Batches needs at least one example, got an empty list")
@@ -621,8 +610,8 @@ def date_task(n: int, seed: int = 0, formats: Sequence[str] | None = None) -> li
         ValueError: if ``n`` is negative or larger than the number of days in the
             range, or for an unknown format name.
     """
-    _check_count(n, "n")
-    _check_seed(seed)
+    checks.non_negative_int(n=n)
+    checks.integer(seed=seed)
     format_names = _check_format_names(formats)
     if n > _number_of_days():
         raise ValueError(
@@ -665,8 +654,7 @@ def date_splits(
         ValueError: if a size is negative, or together they exceed the 36 525 days of
             ``FIRST_DATE .. LAST_DATE``.
     """
-    for name, value in (("n_train", n_train), ("n_valid", n_valid), ("n_test", n_test)):
-        _check_count(value, name)
+    checks.non_negative_int(n_train=n_train, n_valid=n_valid, n_test=n_test)
     total = n_train + n_valid + n_test
     if total > _number_of_days():
         raise ValueError(
@@ -690,15 +678,14 @@ def date_splits(
 DEFAULT_ALPHABET = "abcdefghijklmnopqrst"
 
 
-def _random_strings(n: int, min_len: int, max_len: int, seed: int, alphabet: str) -> list[str]:
-    """``n`` random strings over ``alphabet``, lengths uniform in ``[min_len, max_len]``."""
-    _check_count(n, "n")
-    _check_seed(seed)
-    if not isinstance(min_len, int) or min_len < 1:
-        raise ValueError(f"min_len must be an int >= 1, got min_len={min_len!r}")
-    if not isinstance(max_len, int) or max_len < min_len:
+def _random_strings(n: int, min_length: int, max_length: int, seed: int, alphabet: str) -> list[str]:
+    """``n`` random strings over ``alphabet``, lengths uniform in ``[min_length, max_length]``."""
+    checks.non_negative_int(n=n)
+    checks.integer(seed=seed)
+    checks.positive_int(min_length=min_length)
+    if not isinstance(max_length, int) or max_length < min_length:
         raise ValueError(
-            f"max_len must be an int >= min_len, got min_len={min_len!r}, max_len={max_len!r}"
+            f"max_length must be an int >= min_length, got min_length={min_length!r}, max_length={max_length!r}"
         )
     if not isinstance(alphabet, str) or alphabet == "":
         raise ValueError(f"alphabet must be a non-empty string, got alphabet={alphabet!r}")
@@ -707,13 +694,13 @@ def _random_strings(n: int, min_len: int, max_len: int, seed: int, alphabet: str
     rng = random.Random(seed)
     strings = []
     for _ in range(n):
-        length = rng.randint(min_len, max_len)  # both ends included
+        length = rng.randint(min_length, max_length)  # both ends included
         strings.append("".join(rng.choices(alphabet, k=length)))
     return strings
 
 
 def reversal_task(
-    n: int, min_len: int, max_len: int, seed: int = 0, alphabet: str = DEFAULT_ALPHABET
+    n: int, min_length: int, max_length: int, seed: int = 0, alphabet: str = DEFAULT_ALPHABET
 ) -> list[Example]:
     """Examples of sequence reversal: ``"abc" -> "cba"``.
 
@@ -722,8 +709,8 @@ def reversal_task(
 
     Args:
         n: number of examples.
-        min_len: shortest source length (>= 1).
-        max_len: longest source length (>= min_len); lengths are uniform in between,
+        min_length: shortest source length (>= 1).
+        max_length: longest source length (>= min_length); lengths are uniform in between,
             both ends included.
         seed: seed of the random draws.
         alphabet: the characters to draw from (default ``DEFAULT_ALPHABET``, "a".."t").
@@ -732,22 +719,22 @@ def reversal_task(
         ``n`` examples whose target is the source reversed.
 
     Raises:
-        ValueError: if ``n < 0``, ``min_len < 1``, ``min_len > max_len`` or the alphabet
+        ValueError: if ``n < 0``, ``min_length < 1``, ``min_length > max_length`` or the alphabet
             is empty or repeats a character.
     """
-    sources = _random_strings(n, min_len, max_len, seed, alphabet)
+    sources = _random_strings(n, min_length, max_length, seed, alphabet)
     return [Example(source, source[::-1]) for source in sources]
 
 
 def copy_task(
-    n: int, min_len: int, max_len: int, seed: int = 0, alphabet: str = DEFAULT_ALPHABET
+    n: int, min_length: int, max_length: int, seed: int = 0, alphabet: str = DEFAULT_ALPHABET
 ) -> list[Example]:
     """Examples of sequence copying: ``"abc" -> "abc"``.
 
     Same arguments, draws and errors as :func:`reversal_task` (with the same seed the
     sources are the same); the target is the source itself.
     """
-    sources = _random_strings(n, min_len, max_len, seed, alphabet)
+    sources = _random_strings(n, min_length, max_length, seed, alphabet)
     return [Example(source, source) for source in sources]
 
 
@@ -779,7 +766,7 @@ def sequence_splits(
         n_valid: number of validation examples.
         n_test: number of test examples.
         seed: seed of the random draws.
-        **task_kwargs: passed on to ``task_fn``, e.g. ``min_len=5, max_len=15``.
+        **task_kwargs: passed on to ``task_fn``, e.g. ``min_length=5, max_length=15``.
 
     Returns:
         ``Splits(train, valid, test)``.
@@ -789,11 +776,10 @@ def sequence_splits(
             strings to fill the splits.
 
     Example:
-        >>> splits = sequence_splits(reversal_task, 1000, 100, 100, min_len=5, max_len=15)
+        >>> splits = sequence_splits(reversal_task, 1000, 100, 100, min_length=5, max_length=15)
     """
-    for name, value in (("n_train", n_train), ("n_valid", n_valid), ("n_test", n_test)):
-        _check_count(value, name)
-    _check_seed(seed)
+    checks.non_negative_int(n_train=n_train, n_valid=n_valid, n_test=n_test)
+    checks.integer(seed=seed)
     rng = random.Random(seed)
     used_sources: set[str] = set()
     splits = []

@@ -27,7 +27,7 @@ __all__ = ["REVERSAL_BENCHMARK", "LengthResult", "length_experiment", "evaluate_
 #: The settings of the reversal benchmark that Chapters 1 and 2 both run, so that the models
 #: with and without attention see the same strings for the same number of epochs:
 #: ``length_experiment(model_factory, **REVERSAL_BENCHMARK)``.
-REVERSAL_BENCHMARK = dict(task="reversal", min_len=3, max_len=30, n_train=5000, n_test=1400,
+REVERSAL_BENCHMARK = dict(task="reversal", min_length=3, max_length=30, n_train=5000, n_test=1400,
                           epochs=4, lr=7e-3, seed=0)
 
 #: ``model_factory(src_vocab_size, tgt_vocab_size) -> model`` (a model of the course).
@@ -63,8 +63,8 @@ def length_experiment(
     model_factory: ModelFactory,
     *,
     task: str = "reversal",
-    min_len: int = 3,
-    max_len: int = 30,
+    min_length: int = 3,
+    max_length: int = 30,
     n_train: int = 8000,
     n_test: int = 1400,
     epochs: int = 3,
@@ -84,7 +84,7 @@ def length_experiment(
     Args:
         model_factory: builds a fresh model from the two vocabulary sizes.
         task: ``"reversal"`` or ``"copy"``.
-        min_len, max_len: the range of source lengths (inclusive).
+        min_length, max_length: the range of source lengths (inclusive).
         n_train, n_test: number of training and test examples (test strings never occur in
             training).
         epochs, batch_size, lr: training settings for :func:`attnbook.training.fit`.
@@ -97,8 +97,8 @@ def length_experiment(
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
-    splits = sequence_splits(TASKS[task], n_train, 0, n_test, seed=seed, min_len=min_len,
-                             max_len=max_len, alphabet=alphabet)
+    splits = sequence_splits(TASKS[task], n_train, 0, n_test, seed=seed, min_length=min_length,
+                             max_length=max_length, alphabet=alphabet)
     train, test = splits.train, splits.test
     if reverse_source:
         train, test = reverse_sources(train), reverse_sources(test)

@@ -10,6 +10,9 @@ form: both *without* ``<bos>``/``<eos>`` (as ``greedy_decode`` returns them and 
 A prediction ``[5, 6, 7]`` and a target ``"abc"`` are compared element by element, so
 compare ids with ids and strings with strings.
 
+Each function returns fractions in [0, 1] and raises a ValueError when predictions and
+targets have different numbers of sequences, or none.
+
 Shapes:
     predictions: N sequences, each of any length.
     targets:     N sequences, each of any length.
@@ -26,15 +29,6 @@ __all__ = ["exact_match", "token_accuracy", "accuracy_by_length"]
 
 def exact_match(predictions, targets) -> float:
     """Fraction of predictions that equal their target exactly (same tokens, same length).
-
-    Shapes:
-        predictions, targets: N sequences each (see the module docstring).
-
-    Returns:
-        A float in [0, 1].
-
-    Raises:
-        ValueError: if the two have different numbers of sequences, or none.
 
     Example:
         >>> exact_match([[5, 6], [7]], [[5, 6], [8]])
@@ -59,15 +53,6 @@ def token_accuracy(predictions, targets) -> float:
     - an empty prediction for an empty target is 1 of 1 right.
 
     Positions are pooled over all pairs (a long target weighs more than a short one).
-
-    Shapes:
-        predictions, targets: N sequences each (see the module docstring).
-
-    Returns:
-        A float in [0, 1].
-
-    Raises:
-        ValueError: if the two have different numbers of sequences, or none.
 
     Example:
         >>> token_accuracy([[5, 6, 9]], [[5, 6]])   # 5 and 6 right, the end wrong

@@ -1,7 +1,7 @@
 """Plots every chapter uses: attention heatmaps, training curves, accuracy by length.
 
-Each function draws on ``ax`` if you give one, or on a new figure otherwise, and returns
-the ``matplotlib.axes.Axes`` it drew on. None of them calls ``plt.show()``: in a notebook
+Each function draws on ``ax`` if you give one, or on a new figure otherwise (``title`` is an
+optional title), and returns the ``matplotlib.axes.Axes`` it drew on. None of them calls ``plt.show()``: in a notebook
 the figure shows at the end of the cell; in a script, call ``plt.show()`` yourself.
 """
 
@@ -30,13 +30,6 @@ def show_attention(weights, src_tokens, tgt_tokens, ax=None, title=None):
             source positions. For a batch, pick one example: ``weights[0]``.
         src_tokens: S tokens (a list of strings, or a string of characters), along x.
         tgt_tokens: T tokens, along y.
-
-    Args:
-        ax: the Axes to draw on; a new figure if None.
-        title: an optional title.
-
-    Returns:
-        The Axes.
 
     Raises:
         ValueError: if ``weights`` is not 2-D, does not match the token counts, or has
@@ -82,11 +75,6 @@ def plot_history(history, metrics=DEFAULT_HISTORY_METRICS, ax=None):
             ``("train_loss", "valid_loss")`` the ones the history lacks are skipped
             (training without validation data still plots); a name you pass yourself
             must exist.
-        ax: the Axes to draw on; a new figure if None.
-
-    Returns:
-        The Axes.
-
     Raises:
         ValueError: for a metric the history does not have; the message lists the
             available ones.
@@ -112,13 +100,6 @@ def plot_accuracy_by_length(curves, ax=None, title=None):
     Shapes:
         curves: ``{label: {source length: exact match}}``, e.g.
             ``{"seq2seq": accuracy_by_length(...), "attention": ...}``; values in [0, 1].
-
-    Args:
-        ax: the Axes to draw on; a new figure if None.
-        title: an optional title.
-
-    Returns:
-        The Axes.
 
     Raises:
         ValueError: if ``curves`` is empty or a curve is not a dict.

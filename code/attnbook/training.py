@@ -1,8 +1,8 @@
-"""``fit``: the one training loop every chapter uses, plus ``evaluate`` and ``History``.
+"""``fit``: the one training loop every chapter uses, plus ``evaluate``, ``History`` and the warm-up schedule.
 
-Training uses teacher forcing: the model sees the true previous target token at every
-step (``batch.tgt_in``) and is scored against the next one (``batch.tgt_out``) with
-cross-entropy, ignoring padding. Validation adds greedy decoding to measure exact match.
+Training uses teacher forcing: the model reads the true previous target token at every step
+(``batch.tgt_in``) and is scored against the next one (``batch.tgt_out``) with cross-entropy,
+ignoring padding. Validation can add greedy decoding to measure exact match.
 """
 
 from __future__ import annotations
@@ -16,14 +16,18 @@ from typing import Iterable
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.optim.lr_scheduler import LambdaLR
 
+from attnbook import _checks as checks
 from attnbook.decoding import BOS_ID, EOS_ID, greedy_decode
+from attnbook.metrics import exact_match
+from attnbook.protocol import evaluating
 
-__all__ = ["fit", "evaluate", "History", "count_parameters"]
+__all__ = ["fit", "evaluate", "History", "count_parameters", "warmup_schedule"]
 
 #: The keys of one epoch's record in a :class:`History`.
-RECORD_KEYS = ("epoch", "train_loss", "valid_loss", "token_accuracy", "exact_match", "seconds", "lr")
-VALID_KEYS = ("valid_loss", "token_accuracy", "exact_match")
+RECORD_KEYS = ("epoch", "train_loss", "valid_loss", "teacher_forced_accuracy", "exact_match", "seconds", "lr")
+VALID_KEYS = ("valid_loss", "teacher_forced_accuracy", "exact_match")
 
 
 class History:
@@ -31,7 +35,8 @@ class History:
 
     Each record is a dict with the keys of ``RECORD_KEYS``: ``epoch`` (from 1),
     ``train_loss`` (mean per target token over the epoch), ``valid_loss``,
-    ``token_accuracy`` and ``exact_match`` (``None`` without validation data),
+    ``teacher_forced_accuracy`` and ``exact_match`` (see :func:`evaluate`; ``None`` without
+    validation data, ``exact_match`` also ``None`` with ``decode=False``),
     ``seconds`` (wall time of the epoch's training, validation excluded) and ``lr``
     (the learning rate at the end of the epoch).
 
@@ -90,42 +95,45 @@ def fit(
     scheduler=None,
     clip: float | None = 1.0,
     label_smoothing: float = 0.0,
+    decode: bool = True,
     max_len: int | None = None,
     progress: bool | None = None,
 ) -> History:
-    """Train ``model`` with teacher forcing; validate after every epoch.
+    """Train ``model`` with teacher forcing; :func:`evaluate` on ``valid`` after every epoch.
+
+    Where the defaults differ from Vaswani et al.'s recipe: Adam with PyTorch's betas and a fixed ``lr``
+    (pass ``optimizer`` and ``scheduler=warmup_schedule(...)`` for theirs), and gradient clipping at
+    norm 1 (the paper does not clip; ``clip=None``), which keeps the small RNNs of Chapters 1-3 stable.
 
     Args:
-        model: a model of the course (``model(src, tgt_in) -> logits``, ``model.pad_id``).
-        train: re-iterable of :class:`attnbook.data.Batch` (iterated once per epoch;
-            ``data.Batches(..., shuffle=True)`` reshuffles itself every time).
-        valid: optional batches for :func:`evaluate` after every epoch.
-        epochs: number of passes over ``train`` (``>= 1``).
-        lr: learning rate of the default optimizer, Adam (ignored when ``optimizer`` is given).
-        optimizer: an optimizer over the model's parameters, instead of Adam.
-        scheduler: a ``torch.optim.lr_scheduler`` built on ``optimizer``, stepped after every
-            optimizer step (per batch), e.g. ``LambdaLR`` for the Transformer's schedule.
-        clip: maximum global gradient norm; ``None`` disables clipping.
-        label_smoothing: passed to ``F.cross_entropy`` (spreads it over all classes).
-        max_len: decoding length for exact match; default longest target of a batch + 5.
-        progress: print one line per epoch to stdout. ``None``: only when interactive (a
-            terminal or a Jupyter kernel) and ``ATTNBOOK_QUIET`` is not set.
+        model: a model of the protocol (:class:`attnbook.protocol.Seq2SeqModel`).
+        train: re-iterable of :class:`attnbook.data.Batch` (``data.Batches(..., shuffle=True)`` reshuffles).
+        valid: batches to evaluate after every epoch, or None.
+        epochs: passes over ``train``. lr: Adam's learning rate (when no ``optimizer`` is given).
+        optimizer: instead of Adam. scheduler: stepped after every optimizer step (per batch).
+        clip: the largest global gradient norm, or None. label_smoothing: ``F.cross_entropy``'s (over all classes).
+        decode, max_len: passed to :func:`evaluate`.
+        progress: print a line per epoch; None: when interactive and ``ATTNBOOK_QUIET`` is not set.
 
     Shapes:
-        each batch: src ``(B, S)``, tgt_in ``(B, T)``, tgt_out ``(B, T)``; logits ``(B, T, V)``.
+        each batch: src ``(B, S)``, tgt_in ``(B, T)``, tgt_out ``(B, T)``; logits ``(B, T, V)``
     """
-    _check_fit_args(model, train, epochs, clip, label_smoothing)
-    if optimizer is None:
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    checks.positive_int(epochs=epochs)
+    if clip is not None and not clip > 0:
+        raise ValueError(f"clip must be a positive max gradient norm or None, got {clip!r}")
+    checks.in_range("label_smoothing", label_smoothing, 0.0, 1.0)
+    if isinstance(train, Iterator) and epochs > 1:
+        raise ValueError("train is a one-shot iterator (e.g. a generator) but epochs > 1; "
+                         "pass a list of batches or data.Batches")
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True) if optimizer is None else optimizer
     if scheduler is not None and getattr(scheduler, "optimizer", optimizer) is not optimizer:
         raise ValueError("scheduler was built on a different optimizer; pass that optimizer as optimizer=...")
-    show = _show_progress(progress)
-    history = History()
+    show, history = _show_progress(progress), History()
     for epoch in range(1, epochs + 1):
         started = time.perf_counter()
-        train_loss = train_epoch(model, train, optimizer, scheduler, clip, label_smoothing, epoch)
+        train_loss = train_epoch(model, train, optimizer, scheduler, clip, label_smoothing)
         seconds = time.perf_counter() - started
-        metrics = evaluate(model, valid, max_len) if valid is not None else dict.fromkeys(VALID_KEYS)
+        metrics = evaluate(model, valid, max_len, decode) if valid is not None else dict.fromkeys(VALID_KEYS)
         history.append(dict(epoch=epoch, train_loss=train_loss, **metrics, seconds=seconds,
                             lr=optimizer.param_groups[0]["lr"]))
         if show:
@@ -133,28 +141,12 @@ def fit(
     return history
 
 
-def _check_fit_args(model, train, epochs, clip, label_smoothing) -> None:
-    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
-        raise ValueError(f"epochs must be an int >= 1, got {epochs!r}")
-    if clip is not None and not clip > 0:
-        raise ValueError(f"clip must be a positive max gradient norm or None, got {clip!r}")
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
-    if not hasattr(model, "pad_id"):
-        raise ValueError(f"model ({type(model).__name__}) has no pad_id attribute; the loss needs it")
-    if hasattr(train, "__len__") and len(train) == 0:
-        raise ValueError("train is empty: it has no batches")
-    if isinstance(train, Iterator) and epochs > 1:
-        raise ValueError("train is a one-shot iterator (e.g. a generator) but epochs > 1; "
-                         "pass a list of batches or data.Batches")
-
-
-def train_epoch(model, train, optimizer, scheduler=None, clip=1.0, label_smoothing=0.0, epoch=1) -> float:
+def train_epoch(model, train, optimizer, scheduler=None, clip: float | None = 1.0, label_smoothing: float = 0.0) -> float:
     """One pass over ``train``; returns the mean loss per target token."""
     model.train()
     total_loss, total_tokens = 0.0, 0
     for batch in train:
-        loss, tokens = _batch_loss(model, batch, label_smoothing)
+        loss, tokens = batch_loss(model, batch, label_smoothing)
         optimizer.zero_grad()
         loss.backward()
         if clip is not None:
@@ -165,73 +157,70 @@ def train_epoch(model, train, optimizer, scheduler=None, clip=1.0, label_smoothi
         total_loss += loss.item() * tokens
         total_tokens += tokens
     if total_tokens == 0:
-        raise ValueError(f"train gave no batches (with target tokens) in epoch {epoch}")
+        raise ValueError("train gave no batches with target tokens")
     return total_loss / total_tokens
 
 
-def _batch_loss(model, batch, label_smoothing: float = 0.0) -> tuple[Tensor, int]:
-    """Mean cross-entropy per non-pad target token, and the number of such tokens."""
-    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+def batch_loss(model, batch, label_smoothing: float = 0.0) -> tuple[Tensor, int]:
+    """Cross-entropy over the non-pad target tokens of a batch, and how many there are.
+
+    Shapes:
+        batch.src ``(B, S)``, batch.tgt_in ``(B, T)``, batch.tgt_out ``(B, T)``; logits ``(B, T, V)``
+    """
+    logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
     if logits.shape[:2] != batch.tgt_out.shape:
         raise ValueError(f"model gave logits of shape {tuple(logits.shape)} for tgt_out of shape "
                          f"{tuple(batch.tgt_out.shape)}; expected (B, T, V)")
-    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)),  # (B*T, V)
-                           batch.tgt_out.reshape(-1),  # (B*T,)
+    loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),  # (B·T, V), (B·T,)
                            ignore_index=model.pad_id, label_smoothing=label_smoothing)
     return loss, int((batch.tgt_out != model.pad_id).sum())
 
 
-def evaluate(model: nn.Module, batches: Iterable, max_len: int | None = None) -> dict:
-    """Validation metrics of ``model`` on ``batches``.
+def evaluate(model: nn.Module, batches: Iterable, max_len: int | None = None, decode: bool = True) -> dict:
+    """Validation metrics of ``model`` on ``batches``, in eval mode without gradients.
 
-    Returns a dict with ``valid_loss`` (cross-entropy per non-pad target token, teacher forced,
-    no label smoothing), ``token_accuracy`` (teacher-forced argmax equals the target, over
-    non-pad positions, ``eos`` included) and ``exact_match`` (fraction of examples whose
-    greedy decoding equals the target exactly).
+    Returns:
+        ``valid_loss``: cross-entropy per non-pad target token, teacher forced, no label smoothing;
+        ``teacher_forced_accuracy``: how often the argmax with the true previous tokens as input is
+        the next target token (non-pad positions, ``eos`` included; not the decoded accuracy of
+        :func:`attnbook.metrics.token_accuracy`);
+        ``exact_match``: :func:`attnbook.metrics.exact_match` of the greedy decodings, or None with
+        ``decode=False`` (which skips decoding).
 
     Args:
         max_len: decoding length; default the longest target of each batch + 5.
-
-    Shapes:
-        each batch: src ``(B, S)``, tgt_in ``(B, T)``, tgt_out ``(B, T)``.
     """
-    was_training = model.training
-    model.eval()
-    sums = dict(loss=0.0, correct=0, tokens=0, matches=0, examples=0)
-    try:
-        with torch.no_grad():
-            for batch in batches:
-                _accumulate(sums, model, batch, max_len)
-    finally:
-        model.train(was_training)
-    if sums["tokens"] == 0:
-        raise ValueError("evaluate got no batches (with target tokens)")
-    return dict(valid_loss=sums["loss"] / sums["tokens"], token_accuracy=sums["correct"] / sums["tokens"],
-                exact_match=sums["matches"] / sums["examples"])
+    loss, correct, tokens, decoded, targets = 0.0, 0, 0, [], []
+    with evaluating(model):
+        for batch in batches:
+            logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
+            real = batch.tgt_out != model.pad_id  # (B, T)
+            loss += F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.pad_id,
+                                    reduction="sum").item()
+            correct += int(((logits.argmax(dim=-1) == batch.tgt_out) & real).sum())
+            tokens += int(real.sum())
+            if decode:
+                rows = [[i for i in row if i != model.pad_id] for row in batch.tgt_out.tolist()]  # without padding
+                rows = [row[:row.index(EOS_ID)] if EOS_ID in row else row for row in rows]  # and without eos
+                steps = max_len if max_len is not None else max(map(len, rows)) + 5
+                decoded += greedy_decode(model, batch.src, steps, bos_id=BOS_ID, eos_id=EOS_ID).tokens
+                targets += rows
+    if tokens == 0:
+        raise ValueError("evaluate got no batches with target tokens")
+    return dict(valid_loss=loss / tokens, teacher_forced_accuracy=correct / tokens,
+                exact_match=exact_match(decoded, targets) if decode else None)
 
 
-def _accumulate(sums: dict, model, batch, max_len: int | None) -> None:
-    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-    real = batch.tgt_out != model.pad_id  # (B, T)
-    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch.tgt_out.reshape(-1),  # (B*T, V), (B*T,)
-                           ignore_index=model.pad_id, reduction="sum")
-    sums["loss"] += loss.item()
-    sums["correct"] += int(((logits.argmax(-1) == batch.tgt_out) & real).sum())
-    sums["tokens"] += int(real.sum())
-    targets = _target_ids(batch.tgt_out, model.pad_id)
-    steps = max_len if max_len is not None else max(len(t) for t in targets) + 5
-    decoded = greedy_decode(model, batch.src, steps, bos_id=BOS_ID, eos_id=EOS_ID)
-    sums["matches"] += sum(out == target for out, target in zip(decoded.tokens, targets))
-    sums["examples"] += len(targets)
+def warmup_schedule(optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000) -> LambdaLR:
+    """Vaswani et al.'s learning rate: ``lr = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)``.
 
-
-def _target_ids(tgt_out: Tensor, pad_id: int) -> list[list[int]]:
-    """Each row of ``tgt_out`` ``(B, T)`` without padding and the final ``eos``."""
-    rows = []
-    for row in tgt_out.tolist():
-        ids = [i for i in row if i != pad_id]
-        rows.append(ids[:-1] if ids and ids[-1] == EOS_ID else ids)
-    return rows
+    ``step`` counts optimizer steps from 1: the rate rises linearly for ``warmup`` steps, then falls
+    as ``step^-0.5`` (peak ``(d_model · warmup)^-0.5`` ≈ 6.99e-4 for 512 and 4000). The optimizer's own
+    ``lr`` multiplies it: build the optimizer with ``lr=1.0`` for the paper's rates. Step the
+    scheduler after every optimizer step (``fit(..., scheduler=...)`` does).
+    """
+    checks.positive_int(d_model=d_model, warmup=warmup)
+    return LambdaLR(optimizer, lambda done: d_model ** -0.5 * min((done + 1) ** -0.5, (done + 1) * warmup ** -1.5))
 
 
 def _show_progress(progress: bool | None) -> bool:

@@ -14,13 +14,13 @@ One module per chapter; import every checker from here, e.g.
 
 - Chapter 1 (RNN encoder–decoder, :mod:`attnbook.exercises.seq2seq`):
   :func:`check_teacher_forcing_inputs`, :func:`check_greedy_decode`.
-- Chapter 2 (Bahdanau attention, :mod:`attnbook.exercises.attention`):
+- Chapter 2 (Bahdanau attention, :mod:`attnbook.exercises.bahdanau`):
   :func:`check_masked_softmax`, :func:`check_additive_attention`.
 - Chapter 3 (Luong attention, :mod:`attnbook.exercises.luong`):
   :func:`check_luong_general_score`, :func:`check_local_p_window`.
 """
 
-from attnbook.exercises.attention import check_additive_attention, check_masked_softmax
+from attnbook.exercises.bahdanau import check_additive_attention, check_masked_softmax
 from attnbook.exercises.luong import check_local_p_window, check_luong_general_score
 from attnbook.exercises.seq2seq import check_greedy_decode, check_teacher_forcing_inputs
 

@@ -32,6 +32,7 @@ course's model protocol, for checking decoding functions without training anythi
 
 import contextlib
 import copy
+import functools
 import io
 import math
 import sys
@@ -42,9 +43,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnbook.protocol import Step
+
 __all__ = [
     "Case",
     "call_safely",
+    "checker",
+    "close",
+    "is_shape_error",
     "compare",
     "run_checks",
     "describe",
@@ -348,8 +354,8 @@ def _as_numpy(array) -> np.ndarray:
 # ---------------------------------------------------------------------------- running
 
 
-def run_checks(title: str, fn, cases, compare_fn: Callable | None = None,
-               summary: str = "", checker: str = "check_x", error_hint: Callable | None = None) -> bool:
+def run_checks(title: str, fn, cases, compare_fn: Callable | None = None, checker: str = "check_x",
+               summary: str = "", error_hint: Callable | None = None, shape_hint: str = "") -> bool:
     """Check ``fn`` on every case; print one ✓ line or one ✗ message; return True if all passed.
 
     Args:
@@ -365,6 +371,9 @@ def run_checks(title: str, fn, cases, compare_fn: Callable | None = None,
         error_hint: ``error_hint(problem, case) -> str``, a hint for a problem found while
             calling ``fn`` (e.g. ``"raised RuntimeError: mat1 and mat2 shapes cannot be
             multiplied ..."``), or ``""``; shown as a ``hint:`` line under the problem.
+        shape_hint: the hint for an error about shapes (a matrix product that does not fit ...)
+            when ``error_hint`` has none: a template filled in with ``case.info``, e.g.
+            ``"h_t (B, d) = ({B}, {d})"``, shown after ``check the shapes:``.
 
     Never raises, except KeyboardInterrupt (see the module docstring).
     """
@@ -379,17 +388,34 @@ def run_checks(title: str, fn, cases, compare_fn: Callable | None = None,
     compare_fn = compare_fn or _default_compare
     for number, case in enumerate(cases, start=1):
         value, problem = call_safely(fn, case)
-        if problem is not None and error_hint is not None:
-            hint = _hint_safely(error_hint, problem, case)
-            problem += f"\nhint: {hint}" if hint else ""
-        elif problem is None:
+        if problem is None:
             problem = _compare_safely(compare_fn, value, case)
+        else:
+            hint = _hint_safely(error_hint, problem, case) if error_hint is not None else ""
+            if not hint and shape_hint and is_shape_error(problem):
+                hint = _hint_safely(lambda _, shape_case: "check the shapes: " + shape_hint.format(**shape_case.info),
+                                    problem, case)
+            problem += f"\nhint: {hint}" if hint else ""
         if problem is not None:
             _print_failure(title, problem, f"case {number} of {len(cases)}: {case.description}")
             return False
     passed = "the 1 case passed" if len(cases) == 1 else f"all {len(cases)} cases passed"
     print(f"✓ {title}: {passed} ({summary})." if summary else f"✓ {title}: {passed}.")
     return True
+
+
+def checker(title: str, cases, compare_fn: Callable | None = None, summary: str = "",
+            error_hint: Callable | None = None, shape_hint: str = "") -> Callable:
+    """Turn a function that holds only the learner's docstring into ``check_<name>(fn) -> bool``.
+
+    The arguments are :func:`run_checks`'s; the checker's name and docstring are the function's.
+    """
+    def make(stub: Callable) -> Callable:
+        @functools.wraps(stub)
+        def check(fn) -> bool:
+            return run_checks(title, fn, cases, compare_fn, stub.__name__, summary, error_hint, shape_hint)
+        return check
+    return make
 
 
 def _default_compare(got, case: Case) -> str | None:
@@ -426,6 +452,19 @@ def _print_failure(title: str, problem: str, where: str = "") -> None:
     for line in lines[1:] + ([where] if where else []):
         message += f"\n  {line}"
     print(message)
+
+
+def close(got: torch.Tensor, other: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
+    """Same shape and ``allclose`` in float64 (NaN equals NaN): for matching a wrong answer to a known mistake."""
+    if got.shape != other.shape:
+        return False
+    return bool(torch.allclose(got.double(), other.double(), atol=atol, rtol=rtol, equal_nan=True))
+
+
+def is_shape_error(problem: str) -> bool:
+    """True for a problem that is a RuntimeError about shapes (a matrix product that does not fit ...)."""
+    words = ("shape", "size", "dimension", "cannot be multiplied")
+    return problem.startswith("raised RuntimeError") and any(word in problem.lower() for word in words)
 
 
 # --------------------------------------------------------------------------- wording
@@ -515,9 +554,9 @@ class ScriptedSeq2Seq:
     model predicts a "confused" token instead, so a loop that does not feed back its
     predictions gets wrong answers.
 
-    Protocol (see CONTRACT.md):
+    Protocol (:class:`attnbook.protocol.Seq2SeqModel`):
         ``start(src (B, S) long) -> state``;
-        ``step(state, prev_tokens (B,) long) -> (logits (B, V), new state, weights (B, S))``.
+        ``step(state, prev_tokens (B,) long) -> Step(logits (B, V), new state, weights (B, S))``.
 
     The model also records misuse for the checker's hints: ``stale_state`` (a state was
     stepped twice), ``only_fed_bos`` (every step after the first was fed ``bos_id``) and
@@ -581,7 +620,7 @@ class ScriptedSeq2Seq:
         for row, script in enumerate(state.scripts):
             logits[row, self._next_token(state, row, script, int(prev_tokens[row]))] = 3.0
         weights = torch.full((batch_size, self._num_src), 1.0 / self._num_src)  # (B, S), uniform
-        return logits, _ScriptedState(state.scripts, state.step + 1), weights
+        return Step(logits, _ScriptedState(state.scripts, state.step + 1), weights)
 
     def _next_token(self, state: _ScriptedState, row: int, script: list, fed: int) -> int:
         step = state.step

@@ -4,60 +4,19 @@
   every source position.
 
 Import them from :mod:`attnbook.exercises`; how a checker reports is described there.
-The reference is :meth:`attnbook.attention.LuongAttention.score` with ``score="general"``.
+The reference is :class:`attnbook.attention.GeneralScore`.
 """
 
 import math
 
 import torch
 
-from attnbook.exercises._checking import Case, compare, run_checks
+from attnbook.exercises._checking import Case, checker, close, compare
 
 __all__ = ["check_luong_general_score", "check_local_p_window"]
 
 
 # ====================================================== chapter 3: the general score
-
-
-def check_luong_general_score(fn) -> bool:
-    """Check ``fn(h_t, h_s, W_a) -> scores``, Luong et al.'s *general* score for every position.
-
-    For each row of the batch, the current decoder state ``h_t`` is scored against every
-    annotation ``h̄_j`` of that row's source::
-
-        score_j = h_tᵀ W_a h̄_j        one number per source position j
-
-    ``W_a`` is used as it is given, not transposed: for one row and one position the score is
-    ``h_t @ W_a @ h_s[b, j]``. For all positions of all rows at once, for example
-    ``((h_t @ W_a).unsqueeze(1) @ h_s.transpose(1, 2)).squeeze(1)``, or
-    ``torch.einsum("bd,de,ble->bl", h_t, W_a, h_s)``. ``W_a`` is not symmetric, so ``W_a``
-    and ``W_a.T`` give different scores. (In :class:`attnbook.attention.LuongAttention`,
-    ``W_a`` is ``self.W_a.weight``, the weight of ``nn.Linear(key_dim, query_dim)``, so
-    ``self.W_a(h_s)`` is ``W_a h̄_j`` for every ``j``: the same orientation.)
-
-    Return the raw scores: the softmax over the positions comes later. Each row uses only its
-    own keys. Don't change the inputs in place.
-
-    Shapes:
-        h_t: ``(B, d)``, the decoder state of each row; h_s: ``(B, L, d)``, the annotations;
-        W_a: ``(d, d)``.
-        returns: scores ``(B, L)``.
-
-    The cases have ``B``, ``L`` and ``d`` all different from one another, a non-symmetric
-    ``W_a``, and a batch of one.
-
-    Returns:
-        True if every case passed.
-    """
-    return run_checks(
-        "Luong general score",
-        fn,
-        _general_cases,
-        _compare_general,
-        summary="B, L, d all different; a non-symmetric W_a; a batch of one",
-        checker="check_luong_general_score",
-        error_hint=_general_error_hint,
-    )
 
 
 def _general_cases() -> list[Case]:
@@ -122,19 +81,19 @@ def _general_mistake(got, h_t, h_s, W_a, batch: int) -> str:
     """Plain words for a typical mistake that gives these values ("" if none matches)."""
     right = _general_reference(h_t, h_s, W_a).double()
     transposed = _general_reference(h_t, h_s, W_a.T).double()
-    if _close(got, transposed):
+    if close(got, transposed):
         return ("W_a is used transposed: you computed h_tᵀ W_aᵀ h̄_j (e.g. h_s @ W_a @ h_t, or W_a @ h_t). "
                 "The score is h_tᵀ W_a h̄_j = (h_t @ W_a) · h̄_j, or h_t · (W_a @ h̄_j)")
-    if _close(got, torch.einsum("bd,bld->bl", h_t.double(), h_s.double())):
+    if close(got, torch.einsum("bd,bld->bl", h_t.double(), h_s.double())):
         return ("W_a is missing: h_tᵀ h̄_j is the *dot* score; the *general* score puts W_a between them, "
                 "h_tᵀ W_a h̄_j")
-    if any(_close(got, torch.softmax(scores, dim=dim)) for scores in (right, transposed) for dim in (-1, 0)):
+    if any(close(got, torch.softmax(scores, dim=dim)) for scores in (right, transposed) for dim in (-1, 0)):
         return ("these are softmax weights, not scores; return the raw scores h_tᵀ W_a h̄_j and leave "
                 "the softmax out (attention applies it afterwards)")
     if (got >= 0).all() and (((got.sum(-1) - 1).abs() < 1e-4).all() or ((got.sum(0) - 1).abs() < 1e-4).all()):
         return "the values sum to 1 like softmax weights; return the raw scores, before any softmax"
     d = h_t.shape[-1]
-    if _close(got, right / math.sqrt(d)) or _close(got, transposed / math.sqrt(d)):
+    if close(got, right / math.sqrt(d)) or close(got, transposed / math.sqrt(d)):
         return (f"the scores were divided by √d = √{d}; Luong's general score has no scaling (the "
                 "scaled dot product comes with the Transformer, chapter 4)")
     if batch > 1:
@@ -144,18 +103,18 @@ def _general_mistake(got, h_t, h_s, W_a, batch: int) -> str:
 
 def _mixed_rows_hint(got, cross, batch: int) -> str:
     """A hint when the rows of the batch were mixed up ("" if they were not)."""
-    if _close(got, cross.sum(dim=1)) or _close(got, cross.sum(dim=0)):
+    if close(got, cross.sum(dim=1)) or close(got, cross.sum(dim=0)):
         return ("the scores were summed over the batch: each row's h_t must meet only its own row's "
                 "annotations (in einsum, use the same letter for the batch of h_t and of h_s: "
                 "'bd,de,ble->bl')")
     for b in range(batch):
-        if _close(got[b], cross[b, b]):
+        if close(got[b], cross[b, b]):
             continue
         for c in range(batch):
-            if c != b and _close(got[b], cross[b, c]):
+            if c != b and close(got[b], cross[b, c]):
                 return (f"row {b} was scored against the annotations of row {c}; each row's h_t must meet "
                         "only its own row's h_s")
-            if c != b and _close(got[b], cross[c, b]):
+            if c != b and close(got[b], cross[c, b]):
                 return (f"row {b}'s annotations were scored with h_t of row {c}; each row's h_t must meet "
                         "only its own row's h_s")
     return ""
@@ -184,57 +143,43 @@ def _general_shape_hint(shape: tuple, info: dict) -> str:
     return ""
 
 
-def _general_error_hint(problem: str, case: Case) -> str:
-    """A hint for an exception raised by the learner's function ("" if no guess)."""
-    info = case.info
-    shape_words = ("shape", "size", "dimension", "cannot be multiplied")
-    if problem.startswith("raised RuntimeError") and any(word in problem.lower() for word in shape_words):
-        return (f"check the shapes: h_t (B, d) = {(info['B'], info['d'])}, h_s (B, L, d) = "
-                f"{(info['B'], info['L'], info['d'])}, W_a (d, d). For all rows at once, h_t @ W_a is (B, d); "
-                "make it (B, 1, d) with .unsqueeze(1) and multiply by h_s.transpose(1, 2) (B, d, L) to get "
-                "(B, 1, L), then .squeeze(1)")
-    return ""
+@checker("Luong general score", _general_cases, _compare_general,
+         shape_hint="h_t (B, d) = ({B}, {d}), h_s (B, L, d) = ({B}, {L}, {d}), W_a (d, d). For all rows at once, "
+                    "h_t @ W_a is (B, d); make it (B, 1, d) with .unsqueeze(1) and multiply by h_s.transpose(1, 2) "
+                    "(B, d, L) to get (B, 1, L), then .squeeze(1)",
+         summary="B, L, d all different; a non-symmetric W_a; a batch of one")
+def check_luong_general_score(fn) -> bool:
+    """Check ``fn(h_t, h_s, W_a) -> scores``, Luong et al.'s *general* score for every position.
 
+    For each row of the batch, the current decoder state ``h_t`` is scored against every
+    annotation ``h̄_j`` of that row's source::
 
-def _close(got: torch.Tensor, other: torch.Tensor) -> bool:
-    if got.shape != other.shape:
-        return False
-    return bool(torch.allclose(got.double(), other.double(), atol=1e-5, rtol=1e-4, equal_nan=True))
+        score_j = h_tᵀ W_a h̄_j        one number per source position j
+
+    ``W_a`` is used as it is given, not transposed: for one row and one position the score is
+    ``h_t @ W_a @ h_s[b, j]``. For all positions of all rows at once, for example
+    ``((h_t @ W_a).unsqueeze(1) @ h_s.transpose(1, 2)).squeeze(1)``, or
+    ``torch.einsum("bd,de,ble->bl", h_t, W_a, h_s)``. ``W_a`` is not symmetric, so ``W_a``
+    and ``W_a.T`` give different scores. (In :class:`attnbook.attention.GeneralScore`,
+    ``W_a`` is ``self.W_a.weight``, the weight of ``nn.Linear(key_dim, query_dim)``, so
+    ``self.W_a(h_s)`` is ``W_a h̄_j`` for every ``j``: the same orientation.)
+
+    Return the raw scores: the softmax over the positions comes later. Each row uses only its
+    own keys. Don't change the inputs in place.
+
+    Shapes:
+        h_t: ``(B, d)``, the decoder state of each row; h_s: ``(B, L, d)``, the annotations;
+        W_a: ``(d, d)``.
+        returns: scores ``(B, L)``.
+
+    The cases have ``B``, ``L`` and ``d`` all different from one another, a non-symmetric
+    ``W_a``, and a batch of one.
+
+    Returns True if every case passed.
+    """
 
 
 # ============================================================ chapter 3: the local-p window
-
-
-def check_local_p_window(fn) -> bool:
-    """Check ``fn(position, length, D) -> factors``, the Gaussian window of local-p attention.
-
-    Local-p attention (Luong et al. 2015) predicts a centre ``p_t`` (a float) and keeps only the
-    source positions ``s`` with ``|s - p_t| <= D``, weighting them by a Gaussian with
-    ``sigma = D / 2``::
-
-        factor(s) = exp(-(s - p_t)² / (2 sigma²))   if |s - p_t| <= D,   else 0
-
-    Positions are counted from 0 to ``length - 1``. Return the ``length`` factors as a list of
-    floats or a 1-D tensor; the factor at ``s = p_t`` is exactly 1.
-
-    Shapes:
-        position: a float ``p_t``; length: an int ``L``; D: an int.
-        returns: ``L`` factors (a list of floats or a ``(L,)`` tensor).
-
-    The cases have a window in the middle, windows cut by either end of the source, a centre
-    between two positions, and different ``D``.
-
-    Returns:
-        True if every case passed.
-    """
-    return run_checks(
-        "local-p window",
-        fn,
-        _window_cases,
-        _compare_window,
-        summary="centres inside, at and near both ends, fractional centres, D = 1 to 4",
-        checker="check_local_p_window",
-    )
 
 
 def _window_cases() -> list[Case]:
@@ -279,3 +224,28 @@ def _compare_window(got, case: Case) -> str | None:
         if torch.allclose(got, wrong, atol=1e-5):
             return f"{problem}\nhint: {hint}"
     return problem
+
+
+@checker("local-p window", _window_cases, _compare_window,
+         summary="centres inside, at and near both ends, fractional centres, D = 1 to 4")
+def check_local_p_window(fn) -> bool:
+    """Check ``fn(position, length, D) -> factors``, the Gaussian window of local-p attention.
+
+    Local-p attention (Luong et al. 2015) predicts a centre ``p_t`` (a float) and keeps only the
+    source positions ``s`` with ``|s - p_t| <= D``, weighting them by a Gaussian with
+    ``sigma = D / 2``::
+
+        factor(s) = exp(-(s - p_t)² / (2 sigma²))   if |s - p_t| <= D,   else 0
+
+    Positions are counted from 0 to ``length - 1``. Return the ``length`` factors as a list of
+    floats or a 1-D tensor; the factor at ``s = p_t`` is exactly 1.
+
+    Shapes:
+        position: a float ``p_t``; length: an int ``L``; D: an int.
+        returns: ``L`` factors (a list of floats or a ``(L,)`` tensor).
+
+    The cases have a window in the middle, windows cut by either end of the source, a centre
+    between two positions, and different ``D``.
+
+    Returns True if every case passed.
+    """

@@ -15,52 +15,14 @@ from attnbook.exercises._checking import (
     ScriptedSeq2Seq,
     compare,
     describe,
+    checker,
     kind_of,
-    run_checks,
 )
 
 __all__ = ["check_teacher_forcing_inputs", "check_greedy_decode"]
 
 
 # ============================================================ chapter 1: teacher forcing
-
-
-def check_teacher_forcing_inputs(fn) -> bool:
-    """Check ``fn(targets, bos_id, pad_id) -> decoder_inputs``, the teacher-forcing inputs.
-
-    With teacher forcing the decoder reads the *correct* previous token at every step.
-    Its input at step 0 is ``bos_id``; at step t it is the target token of step t - 1.
-    So ``decoder_inputs`` is ``bos_id`` followed by ``targets`` shifted one step to the
-    right, with the last column dropped (no step needs the final token as an input)::
-
-        targets        = [[ 7,  8,  9,  2],      (2 = eos, 0 = pad)
-                          [ 5,  2,  0,  0]]
-        decoder_inputs = [[ 1,  7,  8,  9],      (1 = bos)
-                          [ 1,  5,  2,  0]]
-
-    Your function must return a new tensor and leave ``targets`` unchanged.
-    Where ``targets`` holds padding, the loss ignores the step, so there either the
-    shifted token or ``pad_id`` is accepted.
-
-    Shapes:
-        targets: (B, T) long; each row is target ids, then eos, then pad_id up to T.
-        decoder_inputs: (B, T) long, the same shape and dtype kind as ``targets``.
-
-    The cases have rows of different lengths, a batch of one, and ids other than the
-    usual bos_id=1, pad_id=0.
-
-    Returns:
-        True if every case passed.
-    """
-    return run_checks(
-        "teacher-forcing inputs",
-        fn,
-        _teacher_forcing_cases,
-        _compare_teacher_forcing,
-        summary="rows of different lengths, a batch of one, other bos_id and pad_id, "
-                "targets left unchanged",
-        checker="check_teacher_forcing_inputs",
-    )
 
 
 def _teacher_forcing_cases() -> list[Case]:
@@ -161,49 +123,37 @@ def _teacher_forcing_hint(got, case: Case) -> str:
     return ""
 
 
-# ============================================================= chapter 1: greedy decoding
+@checker("teacher-forcing inputs", _teacher_forcing_cases, _compare_teacher_forcing,
+         summary="rows of different lengths, a batch of one, other bos_id and pad_id, targets left unchanged")
+def check_teacher_forcing_inputs(fn) -> bool:
+    """Check ``fn(targets, bos_id, pad_id) -> decoder_inputs``, the teacher-forcing inputs.
 
+    With teacher forcing the decoder reads the *correct* previous token at every step.
+    Its input at step 0 is ``bos_id``; at step t it is the target token of step t - 1.
+    So ``decoder_inputs`` is ``bos_id`` followed by ``targets`` shifted one step to the
+    right, with the last column dropped (no step needs the final token as an input)::
 
-def check_greedy_decode(fn) -> bool:
-    """Check ``fn(model, src, max_len, bos_id, eos_id) -> tokens``, greedy decoding.
+        targets        = [[ 7,  8,  9,  2],      (2 = eos, 0 = pad)
+                          [ 5,  2,  0,  0]]
+        decoder_inputs = [[ 1,  7,  8,  9],      (1 = bos)
+                          [ 1,  5,  2,  0]]
 
-    Greedy decoding asks the model for the most likely next token, again and again,
-    feeding each prediction back in:
-
-    1. ``state = model.start(src)`` encodes the source once.
-    2. The first input token of every row is ``bos_id``.
-    3. ``logits, state, weights = model.step(state, prev_tokens)`` gives logits (B, V)
-       for the next token; the prediction is ``logits.argmax(dim=-1)``, and it becomes
-       ``prev_tokens`` of the next step. Always pass the *new* state on.
-    4. A row is finished when it predicts ``eos_id``; stop after at most ``max_len``
-       steps even if some row never predicts eos. (You may keep stepping finished rows
-       while others go on; just don't add their tokens.)
-
-    Return a list with one list of ints per source row: the predicted tokens, without
-    bos, stopping *before* eos (eos not included), at most ``max_len`` of them.
-
-    The checker uses small fake models whose answers are known: rows that finish at
-    different steps, a row that never predicts eos, a row whose first prediction is
-    eos (its answer is ``[]``), and ids other than the usual bos_id=1, eos_id=2.
+    Your function must return a new tensor and leave ``targets`` unchanged.
+    Where ``targets`` holds padding, the loss ignores the step, so there either the
+    shifted token or ``pad_id`` is accepted.
 
     Shapes:
-        src: (B, S) long, padded source ids.
-        prev_tokens: (B,) long, one token per row.
-        logits: (B, V).
-        returns: B lists of ints, each of length <= max_len.
+        targets: (B, T) long; each row is target ids, then eos, then pad_id up to T.
+        decoder_inputs: (B, T) long, the same shape and dtype kind as ``targets``.
 
-    Returns:
-        True if every case passed.
+    The cases have rows of different lengths, a batch of one, and ids other than the
+    usual bos_id=1, pad_id=0.
+
+    Returns True if every case passed.
     """
-    return run_checks(
-        "greedy decoding",
-        fn,
-        _greedy_cases,
-        _compare_greedy,
-        summary="rows finishing at different steps, a row stopped by max_len, an empty answer, "
-                "other bos_id and eos_id",
-        checker="check_greedy_decode",
-    )
+
+
+# ============================================================= chapter 1: greedy decoding
 
 
 def _greedy_cases() -> list[Case]:
@@ -398,3 +348,38 @@ def _too_short_hint(row: int, got: list, expected: list, eos_id: int) -> str:
     if expected[len(got)] == 2 != eos_id:
         hint += f" (here eos_id={eos_id}: compare with eos_id, not with a fixed 2)"
     return hint
+
+
+@checker("greedy decoding", _greedy_cases, _compare_greedy,
+         summary="rows finishing at different steps, a row stopped by max_len, an empty answer, other bos_id and "
+                 "eos_id")
+def check_greedy_decode(fn) -> bool:
+    """Check ``fn(model, src, max_len, bos_id, eos_id) -> tokens``, greedy decoding.
+
+    Greedy decoding asks the model for the most likely next token, again and again,
+    feeding each prediction back in:
+
+    1. ``state = model.start(src)`` encodes the source once.
+    2. The first input token of every row is ``bos_id``.
+    3. ``logits, state, weights = model.step(state, prev_tokens)`` gives logits (B, V)
+       for the next token; the prediction is ``logits.argmax(dim=-1)``, and it becomes
+       ``prev_tokens`` of the next step. Always pass the *new* state on.
+    4. A row is finished when it predicts ``eos_id``; stop after at most ``max_len``
+       steps even if some row never predicts eos. (You may keep stepping finished rows
+       while others go on; just don't add their tokens.)
+
+    Return a list with one list of ints per source row: the predicted tokens, without
+    bos, stopping *before* eos (eos not included), at most ``max_len`` of them.
+
+    The checker uses small fake models whose answers are known: rows that finish at
+    different steps, a row that never predicts eos, a row whose first prediction is
+    eos (its answer is ``[]``), and ids other than the usual bos_id=1, eos_id=2.
+
+    Shapes:
+        src: (B, S) long, padded source ids.
+        prev_tokens: (B,) long, one token per row.
+        logits: (B, V).
+        returns: B lists of ints, each of length <= max_len.
+
+    Returns True if every case passed.
+    """

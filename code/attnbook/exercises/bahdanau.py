@@ -11,7 +11,7 @@ The references are :func:`attnbook.attention.masked_softmax` and
 import torch
 
 from attnbook.attention import masked_softmax
-from attnbook.exercises._checking import Case, compare, run_checks
+from attnbook.exercises._checking import Case, checker, close, compare
 
 __all__ = ["check_masked_softmax", "check_additive_attention"]
 
@@ -20,47 +20,6 @@ _LEAK = 1e-6
 
 
 # ================================================================ chapter 2: masked softmax
-
-
-def check_masked_softmax(fn) -> bool:
-    """Check ``fn(scores, mask) -> weights``, a softmax that leaves masked positions out.
-
-    ``mask`` is a bool tensor with ``True`` = *may attend* (the polarity of PyTorch's
-    ``scaled_dot_product_attention``). It has fewer or size-1 dimensions where it is
-    shared, and broadcasts to the shape of ``scores``: a ``(B, 1, L)`` padding mask
-    covers every query of ``(B, T, L)`` scores, a ``(T, L)`` mask covers every batch row.
-    The weights are a softmax over the **last** dimension (the keys), such that
-
-    - a masked position (``mask`` False) gets exactly 0 weight;
-    - the unmasked positions of a row share all the weight: the row sums to 1;
-    - a row with no position it may attend (fully masked) gets all zeros, not NaN;
-    - large scores such as 1000 work: ``exp(1000)`` overflows, so subtract each row's
-      maximum before ``exp`` (``torch.softmax`` does that for you).
-
-    One way: set masked scores to ``-inf`` with ``scores.masked_fill(~mask, float("-inf"))``,
-    take ``torch.softmax(..., dim=-1)``, then handle fully masked rows (their softmax is
-    ``0 / 0 = NaN``). Don't change ``scores`` in place.
-
-    Shapes:
-        scores: ``(..., L)`` float, e.g. ``(B, L)`` or ``(B, T, L)``.
-        mask: bool, broadcastable to ``scores``: ``(B, L)``, ``(B, 1, L)``, ``(T, L)``, ...
-        weights: the shape of ``scores``.
-
-    The cases have padding masks, a mask broadcast over the queries, a causal ``(T, L)``
-    mask shared by the batch, a fully masked row, and scores near ±1000.
-
-    Returns:
-        True if every case passed.
-    """
-    return run_checks(
-        "masked softmax",
-        fn,
-        _masked_softmax_cases,
-        _compare_masked_softmax,
-        summary="padding masks, a (B, 1, L) mask over (B, T, L) scores, a causal mask, "
-                "a fully masked row, scores near ±1000",
-        checker="check_masked_softmax",
-    )
 
 
 def _masked_softmax_cases() -> list[Case]:
@@ -123,7 +82,7 @@ def _compare_masked_softmax(got, case: Case) -> str | None:
     if problem:
         return problem
     for variant, hint in _softmax_variants(scores, case.args[1]):
-        if _close(got, variant) and not _close(got, expected):
+        if close(got, variant) and not close(got, expected):
             return _first_problem(got, expected, mask, "weights") + f"\nhint: {hint}"
     return _weights_problem(got, expected, mask, case, "weights")
 
@@ -161,47 +120,41 @@ def _softmax_variants(scores, mask):
             "keys, so that each row of weights sums to 1")
 
 
-# ============================================================= chapter 2: additive attention
+@checker("masked softmax", _masked_softmax_cases, _compare_masked_softmax,
+         summary="padding masks, a (B, 1, L) mask over (B, T, L) scores, a causal mask, a fully masked row, "
+                 "scores near ±1000")
+def check_masked_softmax(fn) -> bool:
+    """Check ``fn(scores, mask) -> weights``, a softmax that leaves masked positions out.
 
+    ``mask`` is a bool tensor with ``True`` = *may attend* (the polarity of PyTorch's
+    ``scaled_dot_product_attention``). It has fewer or size-1 dimensions where it is
+    shared, and broadcasts to the shape of ``scores``: a ``(B, 1, L)`` padding mask
+    covers every query of ``(B, T, L)`` scores, a ``(T, L)`` mask covers every batch row.
+    The weights are a softmax over the **last** dimension (the keys), such that
 
-def check_additive_attention(fn) -> bool:
-    """Check ``fn(query, keys, W_q, W_k, v, mask) -> (context, weights)``, additive attention.
+    - a masked position (``mask`` False) gets exactly 0 weight;
+    - the unmasked positions of a row share all the weight: the row sums to 1;
+    - a row with no position it may attend (fully masked) gets all zeros, not NaN;
+    - large scores such as 1000 work: ``exp(1000)`` overflows, so subtract each row's
+      maximum before ``exp`` (``torch.softmax`` does that for you).
 
-    Bahdanau et al. (2015) score each key ``k_j`` against the query ``q`` with a small
-    feed-forward network, then average the keys with the softmax of the scores::
-
-        e_j = vᵀ tanh(W_q q + W_k k_j)     one score per key
-        α   = softmax(e)                    masked positions (mask False) get weight 0
-        context = Σ_j α_j k_j
-
-    The weight matrices are stored like ``nn.Linear.weight``, as ``(out, in)``: ``W_q`` is
-    ``(h, d_q)``, so ``W_q q`` for a whole batch of queries is ``query @ W_q.T`` ``(B, h)``,
-    and ``W_k k_j`` for every key is ``keys @ W_k.T`` ``(B, L, h)``.
-
-    ``mask`` is bool with ``True`` = may attend (e.g. real source tokens, False at padding),
-    or ``None``: attend to every key. If a row's mask is all False, return zero weights and
-    a zero context for that row, not NaN. Don't change the inputs in place.
+    One way: set masked scores to ``-inf`` with ``scores.masked_fill(~mask, float("-inf"))``,
+    take ``torch.softmax(..., dim=-1)``, then handle fully masked rows (their softmax is
+    ``0 / 0 = NaN``). Don't change ``scores`` in place.
 
     Shapes:
-        query: ``(B, d_q)``; keys: ``(B, L, d_k)``; W_q: ``(h, d_q)``; W_k: ``(h, d_k)``;
-        v: ``(h,)``; mask: ``(B, L)`` bool or None.
-        returns: ``(context, weights)`` with context ``(B, d_k)`` and weights ``(B, L)``.
+        scores: ``(..., L)`` float, e.g. ``(B, L)`` or ``(B, T, L)``.
+        mask: bool, broadcastable to ``scores``: ``(B, L)``, ``(B, 1, L)``, ``(T, L)``, ...
+        weights: the shape of ``scores``.
 
-    The cases have sizes that all differ (``B``, ``L``, ``d_q``, ``d_k``, ``h``), padding
-    masks, ``mask=None``, a batch of one, and, last, a fully masked row.
+    The cases have padding masks, a mask broadcast over the queries, a causal ``(T, L)``
+    mask shared by the batch, a fully masked row, and scores near ±1000.
 
-    Returns:
-        True if every case passed.
+    Returns True if every case passed.
     """
-    return run_checks(
-        "additive attention",
-        fn,
-        _additive_cases,
-        _compare_additive,
-        summary="unequal B, L, d_q, d_k, h; padding masks; mask=None; a batch of one; a fully masked row",
-        checker="check_additive_attention",
-        error_hint=_additive_error_hint,
-    )
+
+
+# ============================================================= chapter 2: additive attention
 
 
 def _additive_cases() -> list[Case]:
@@ -297,10 +250,10 @@ def _compare_additive(got, case: Case) -> str | None:
         return problem
     for mistake, hint in _ADDITIVE_MISTAKES:
         wrong_context, wrong_weights = _additive_reference(*case.args, **mistake)
-        if _close(weights, wrong_weights) and not _close(weights, expected_weights):
+        if close(weights, wrong_weights) and not close(weights, expected_weights):
             return _first_problem(weights, expected_weights, full_mask, "weights") + f"\nhint: {hint}"
-        if (_close(weights, expected_weights) and _close(context, wrong_context)
-                and not _close(context, expected_context)):
+        if (close(weights, expected_weights) and close(context, wrong_context)
+                and not close(context, expected_context)):
             return compare(context, expected_context, "context") + f"\nhint: {hint}"
     problem = _weights_problem(weights, expected_weights, full_mask, case, "weights")
     if problem:
@@ -356,26 +309,48 @@ def _additive_shape_hint(context_shape, weights_shape, info) -> str:
 
 
 def _additive_error_hint(problem: str, case: Case) -> str:
-    """A hint for an exception raised by the learner's additive attention ("" if no guess)."""
-    info = case.info
+    """A hint for an exception raised with ``mask=None`` ("" if no guess)."""
     if case.args[5] is None and "NoneType" in problem:
         return "mask may be None, which means no masking: apply it only `if mask is not None`"
-    shape_words = ("shape", "size", "dimension")
-    if problem.startswith("raised RuntimeError") and any(word in problem.lower() for word in shape_words):
-        return (f"check the shapes: query (B, d_q) = {(info['B'], info['d_q'])}, W_q (h, d_q) = "
-                f"{(info['h'], info['d_q'])} and W_k (h, d_k) = {(info['h'], info['d_k'])} are stored (out, in) "
-                "like nn.Linear.weight, so W_q q for the batch is query @ W_q.T (B, h), W_k k_j for all keys "
-                "is keys @ W_k.T (B, L, h), and the two add after query_part.unsqueeze(1)")
     return ""
 
 
+@checker("additive attention", _additive_cases, _compare_additive, error_hint=_additive_error_hint,
+         shape_hint="query (B, d_q) = ({B}, {d_q}), W_q (h, d_q) = ({h}, {d_q}) and W_k (h, d_k) = ({h}, {d_k}) are "
+                    "stored (out, in) like nn.Linear.weight, so W_q q for the batch is query @ W_q.T (B, h), W_k k_j "
+                    "for all keys is keys @ W_k.T (B, L, h), and the two add after query_part.unsqueeze(1)",
+         summary="unequal B, L, d_q, d_k, h; padding masks; mask=None; a batch of one; a fully masked row")
+def check_additive_attention(fn) -> bool:
+    """Check ``fn(query, keys, W_q, W_k, v, mask) -> (context, weights)``, additive attention.
+
+    Bahdanau et al. (2015) score each key ``k_j`` against the query ``q`` with a small
+    feed-forward network, then average the keys with the softmax of the scores::
+
+        e_j = vᵀ tanh(W_q q + W_k k_j)     one score per key
+        α   = softmax(e)                    masked positions (mask False) get weight 0
+        context = Σ_j α_j k_j
+
+    The weight matrices are stored like ``nn.Linear.weight``, as ``(out, in)``: ``W_q`` is
+    ``(h, d_q)``, so ``W_q q`` for a whole batch of queries is ``query @ W_q.T`` ``(B, h)``,
+    and ``W_k k_j`` for every key is ``keys @ W_k.T`` ``(B, L, h)``.
+
+    ``mask`` is bool with ``True`` = may attend (e.g. real source tokens, False at padding),
+    or ``None``: attend to every key. If a row's mask is all False, return zero weights and
+    a zero context for that row, not NaN. Don't change the inputs in place.
+
+    Shapes:
+        query: ``(B, d_q)``; keys: ``(B, L, d_k)``; W_q: ``(h, d_q)``; W_k: ``(h, d_k)``;
+        v: ``(h,)``; mask: ``(B, L)`` bool or None.
+        returns: ``(context, weights)`` with context ``(B, d_k)`` and weights ``(B, L)``.
+
+    The cases have sizes that all differ (``B``, ``L``, ``d_q``, ``d_k``, ``h``), padding
+    masks, ``mask=None``, a batch of one, and, last, a fully masked row.
+
+    Returns True if every case passed.
+    """
+
+
 # ============================================================================ shared
-
-
-def _close(got: torch.Tensor, other: torch.Tensor) -> bool:
-    if got.shape != other.shape:
-        return False
-    return bool(torch.allclose(got.double(), other.double(), atol=1e-5, rtol=1e-4, equal_nan=True))
 
 
 def _position(index: tuple) -> str:

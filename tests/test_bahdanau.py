@@ -1,0 +1,111 @@
+"""attnbook.bahdanau: what is particular to Bahdanau et al.'s decoder (Chapter 2).
+
+What every model shares (protocol, teacher forcing = stepping, padding, training) is in test_protocol.py.
+"""
+
+import pytest
+import torch
+
+from attnbook.bahdanau import BahdanauDecoder, BahdanauSeq2Seq, BahdanauState
+from attnbook.rnn import Encoder
+from conftest import padded_batch, tiny
+
+
+def test_state_holds_what_is_computed_once_per_sentence():
+    model = tiny("bahdanau")
+    src, tgt_in = padded_batch()
+    state = model.start(src)
+    assert isinstance(state, BahdanauState)
+    assert state.annotations.shape == (3, 5, 24) and state.projected_keys.shape == (3, 5, 10)
+    assert state.hidden.shape == (3, 12) and torch.equal(state.src_mask, src != 0)
+    assert torch.allclose(state.projected_keys, model.decoder.attention.key_proj(state.annotations))
+    new_state = model.step(state, tgt_in[:, 0]).state
+    assert new_state.annotations is state.annotations and new_state.projected_keys is state.projected_keys
+
+
+def test_scores_use_the_previous_state():
+    """Step i attends from s_{i-1}: the first step's weights come from s_0 = tanh(W_s final) alone,
+    whatever the first input token."""
+    model = tiny("bahdanau")
+    src, _ = padded_batch()
+    state = model.start(src)
+    _, final = model.encode(src)
+    assert torch.allclose(state.hidden, torch.tanh(model.decoder.init(final)))
+    first = model.step(state, torch.tensor([1, 1, 1])).weights
+    other = model.step(state, torch.tensor([5, 7, 9])).weights
+    assert torch.equal(first, other)
+    _, expected = model.decoder.attention(state.hidden, state.annotations, mask=src != 0)
+    assert torch.allclose(first, expected)
+
+
+def test_one_step_by_hand():
+    """s_i = GRUCell([E y; c_i], s_{i-1}), logits = W_o [s_i; c_i; E y]."""
+    model = tiny("bahdanau")
+    decoder = model.decoder
+    src, _ = padded_batch()
+    state = model.start(src)
+    prev = torch.tensor([4, 5, 6])
+    step = model.step(state, prev)
+    embedded = decoder.embedding(prev)
+    context, weights = decoder.attention(state.hidden, state.annotations, mask=src != 0)
+    hidden = decoder.cell(torch.cat([embedded, context], -1), state.hidden)
+    assert torch.allclose(step.state.hidden, hidden, atol=1e-6) and torch.allclose(step.weights, weights)
+    assert torch.allclose(step.logits, decoder.out(torch.cat([hidden, context, embedded], -1)), atol=1e-6)
+
+
+def test_without_the_mask_padding_gets_weight_and_changes_the_output():
+    masked = tiny("bahdanau")
+    unmasked = BahdanauSeq2Seq.build(12, 11, embed_dim=8, hidden_size=12, attention_dim=10, mask_padding=False)
+    unmasked.load_state_dict(masked.state_dict())
+    src, tgt_in = padded_batch()
+    assert unmasked.start(src).src_mask is None
+    weights = unmasked(src, tgt_in).weights
+    assert (weights[1, :, 3:] > 0.01).all() and (weights[2, :, 2:] > 0.01).all()
+    assert torch.allclose(weights.sum(-1), torch.ones(3, 4))
+    logits_masked, logits_unmasked = masked(src, tgt_in).logits, unmasked(src, tgt_in).logits
+    assert torch.allclose(logits_masked[0], logits_unmasked[0], atol=1e-6)  # the row without padding
+    assert not torch.allclose(logits_masked[1], logits_unmasked[1], atol=1e-4)
+    assert "mask_padding=False" in repr(unmasked)
+    masked.decoder.mask_padding = False  # the switch the chapter flips
+    assert torch.allclose(masked(src, tgt_in).logits, logits_unmasked)
+
+
+def test_build_sizes():
+    model = BahdanauSeq2Seq.build(20, 15, embed_dim=8, hidden_size=16, attention_dim=6, bidirectional=True)
+    assert model.encoder.output_size == 32 and model.decoder.encoder_size == 32 and model.decoder.hidden_size == 16
+    attention = model.decoder.attention
+    assert (attention.query_dim, attention.key_dim, attention.hidden_dim) == (16, 32, 6)
+    assert model.encoder.pack and model.decoder.mask_padding
+    assert model.decoder.cell.input_size == 8 + 32
+    assert model.decoder.out.in_features == 16 + 32 + 8 and model.decoder.out.out_features == 15
+
+
+def test_errors():
+    encoder = Encoder(12, 8, 16, bidirectional=True)
+    with pytest.raises(ValueError, match=r"decoder expects encoder outputs of size encoder_size=16 but the encoder "
+                                         r"gives 32 \(bidirectional, hidden_size=16\)"):
+        BahdanauSeq2Seq(encoder, BahdanauDecoder(11, 8, 16, encoder_size=16, attention_dim=10))
+    with pytest.raises(ValueError, match="pad_id=0 but the decoder's pad_id=3"):
+        BahdanauSeq2Seq(encoder, BahdanauDecoder(11, 8, 16, 32, 10, pad_id=3))
+    with pytest.raises(ValueError, match="attention_dim must be a positive int, got 0"):
+        BahdanauDecoder(11, 8, 16, 32, 0)
+    model = tiny("bahdanau")
+    src, tgt_in = padded_batch()
+    with pytest.raises(ValueError, match=r"tgt_in has B=2 \(shape \(2, 4\)\) but src has B=3 \(shape \(3, 5\)\)"):
+        model(src, tgt_in[:2])
+    with pytest.raises(TypeError, match="tgt_in must hold token ids as torch.long, got dtype torch.float32"):
+        model(src, tgt_in.float())
+    with pytest.raises(ValueError, match=r"src rows \[1\] are all padding"):
+        model(torch.tensor([[4, 5], [0, 0]]), tgt_in[:2, :2])
+    state = model.start(src)
+    with pytest.raises(ValueError, match=r"prev has B=2 \(shape \(2,\)\) but state.hidden has B=3 \(shape \(3, 12\)\)"):
+        model.step(state, torch.tensor([1, 1]))
+    with pytest.raises(ValueError, match=r"prev must be 1-D \(B\), got shape \(3, 1\)"):
+        model.step(state, torch.ones(3, 1, dtype=torch.long))
+    with pytest.raises(TypeError, match="state must be the BahdanauState returned by start or step, got tuple"):
+        model.step(tuple(state), tgt_in[:, 0])
+    with pytest.raises(ValueError, match=r"annotations has A=12 \(shape \(3, 5, 12\)\) but BahdanauDecoder "
+                                         r"expects A=24"):
+        model.decoder.start(torch.randn(3, 5, 12), torch.randn(3, 12), src != 0)
+    with pytest.raises(ValueError, match=r"src_mask has S=4 \(shape \(3, 4\)\) but annotations has S=5"):
+        model.decoder.start(torch.randn(3, 5, 24), torch.randn(3, 24), torch.ones(3, 4, dtype=torch.bool))
