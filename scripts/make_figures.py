@@ -154,10 +154,51 @@ def draw_additive_attention(path: Path) -> None:
     plt.close(fig)
 
 
+def draw_self_attention(path: Path) -> None:
+    """Self-attention for one position: its query meets every key; the softmax weights mix the values."""
+    fig, ax = plt.subplots(figsize=(10, 5.2))
+    tokens, weights, focus = ["the", "bat", "flew", "out"], [0.08, 0.22, 0.55, 0.15], 1
+    step = 2.2
+    for j, token in enumerate(tokens):
+        x = j * step
+        _cell(ax, x, 0.0, f"$x_{j + 1}$", "#dbe9f6")
+        ax.text(x, -0.6, f"“{token}”", ha="center", fontsize=10)
+        query_colour = "#fde9c9" if j == focus else "#fbf5ec"  # only the focus position's query is used here
+        for dx, name, colour in ((-0.6, "q", query_colour), (0.0, "k", "#e3f1dc"), (0.6, "v", "#ead9f2")):
+            _cell(ax, x + dx, 1.2, f"${name}_{j + 1}$", colour, width=0.5, height=0.45)
+            _arrow(ax, (x, 0.3), (x + dx, 0.97), colour="#888888")
+        _cell(ax, x, 2.45, f"$q_{focus + 1} \\cdot k_{j + 1} / \\sqrt{{d_k}}$", "#eeeeee", width=1.55, height=0.45)
+        _arrow(ax, (x, 1.43), (x, 2.22), colour="#3c6e2f")  # key j into score j
+        ax.add_patch(FancyBboxPatch((x - 0.3, 3.1), 0.6, 1.0 * weights[j] + 0.02,
+                                    boxstyle="square,pad=0", facecolor="#e07b39", edgecolor="none"))
+        ax.text(x - 0.4, 3.1, f"{weights[j]:.2f}", ha="right", va="bottom", fontsize=8.5)
+        ax.text(x + 0.4, 3.1, f"$\\times\\, v_{j + 1}$", ha="left", va="bottom", fontsize=9, color="#7a4d99")
+    q_x = focus * step - 0.6  # the focus position's query goes to every score box
+    ax.plot([q_x, q_x], [1.43, 1.85], color="#8a6d3b", linewidth=1.4)
+    ax.plot([-0.35, (len(tokens) - 1) * step - 0.35], [1.85, 1.85], color="#8a6d3b", linewidth=1.4)
+    for j in range(len(tokens)):
+        _arrow(ax, (j * step - 0.35, 1.85), (j * step - 0.35, 2.22), colour="#8a6d3b")
+    ax.text(-1.5, 2.45, "scores", ha="right", va="center", fontsize=9, color="#555555")
+    ax.text(-1.5, 3.35, "softmax\nweights", ha="right", va="center", fontsize=9, color="#555555")
+    z_x = 1.5 * step
+    _cell(ax, z_x, 4.9, f"$z_{focus + 1} = \\sum_j \\alpha_{{{focus + 1}j}}\\, v_j$", "#f6d6d6", width=2.4)
+    for j in range(len(tokens)):  # each weighted value reaches z in proportion to its weight
+        ax.annotate("", xy=(z_x + 0.3 * (j - 1.5), 4.6), xytext=(j * step, 3.2 + 1.0 * weights[j]),
+                    arrowprops=dict(arrowstyle="-|>", color="#7a4d99", linewidth=0.6 + 3 * weights[j]))
+    ax.text(z_x + 1.4, 4.9, "every position does the same with its own query, all at once", ha="left",
+            va="center", fontsize=8.5, color="#555555")
+    ax.set_xlim(-2.6, (len(tokens) - 1) * step + 1.2)
+    ax.set_ylim(-0.9, 5.3)
+    ax.set_axis_off()
+    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
 FIGURES_TO_DRAW = {
     "additive_attention.svg": draw_additive_attention,
     "roadmap.svg": draw_roadmap,
     "encoder_decoder.svg": draw_encoder_decoder,
+    "self_attention.svg": draw_self_attention,
 }
 
 

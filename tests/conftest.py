@@ -70,3 +70,21 @@ def overfit(model, examples, vocabs, steps: int = 150, lr: float = 1e-2) -> floa
         loss.backward()
         optimizer.step()
     return loss.item()
+
+
+def checker_passes(checker, fn, capsys) -> str:
+    """Assert an exercise checker accepts ``fn`` with one ✓ line; return what it printed."""
+    assert checker(fn) is True
+    out = capsys.readouterr().out
+    assert out.startswith("✓ ") and "✗" not in out
+    return out
+
+
+def checker_fails(checker, fn, capsys, *fragments) -> str:
+    """Assert an exercise checker rejects ``fn`` with one ✗ message containing every fragment."""
+    assert checker(fn) is False
+    out = capsys.readouterr().out
+    assert out.count("✗") == 1 and "✓" not in out, out
+    for fragment in fragments:
+        assert fragment in out, f"{fragment!r} not in:\n{out}"
+    return out

@@ -1,4 +1,4 @@
-"""attnbook.exercises: the checker machinery and the checkers of chapters 1, 2 and 3.
+"""attnbook.exercises: the checker machinery, generic tests of every checker, and the checkers of chapters 1-3.
 
 Every checker must pass a right solution, fail typical wrong ones with a specific
 message, and never raise (except KeyboardInterrupt, so a learner can stop a hanging loop).
@@ -22,6 +22,7 @@ from attnbook.exercises import (
     check_masked_softmax,
     check_teacher_forcing_inputs,
 )
+from conftest import checker_fails, checker_passes
 from attnbook.exercises._checking import (
     Case,
     ScriptedSeq2Seq,
@@ -31,25 +32,11 @@ from attnbook.exercises._checking import (
     run_checks,
 )
 
-CHECKERS = [check_teacher_forcing_inputs, check_greedy_decode, check_masked_softmax, check_additive_attention,
-            check_luong_general_score, check_local_p_window]
+#: Every checker the package exports (the generic tests below run on each).
+CHECKERS = [getattr(attnbook.exercises, name) for name in attnbook.exercises.__all__]
 
 
-def _passes(checker, fn, capsys) -> str:
-    assert checker(fn) is True
-    out = capsys.readouterr().out
-    assert out.startswith("✓ ") and "✗" not in out
-    return out
-
-
-def _fails(checker, fn, capsys, *fragments) -> str:
-    """Assert the checker returns False and prints one ✗ message containing every fragment."""
-    assert checker(fn) is False
-    out = capsys.readouterr().out
-    assert out.count("✗") == 1 and "✓" not in out, out
-    for fragment in fragments:
-        assert fragment in out, f"{fragment!r} not in:\n{out}"
-    return out
+_passes, _fails = checker_passes, checker_fails
 
 
 # =============================================================== compare(): messages
@@ -882,7 +869,7 @@ def test_checkers_never_raise_whatever_fn_does(checker, capsys):
 
 @pytest.mark.parametrize("checker", CHECKERS)
 def test_checkers_let_keyboard_interrupt_through(checker):
-    def interrupted(*args):
+    def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):

@@ -11,7 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnbook.attention import AdditiveAttention, LuongAttention, masked_softmax
+from attnbook.attention import (AdditiveAttention, LuongAttention, SelfAttention, masked_softmax,
+                                scaled_dot_product_attention)
 
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -81,3 +82,48 @@ def test_attention_layer_properties(name, inputs):
     assert torch.equal(output[~mask.any(-1)], torch.zeros(int((~mask.any(-1)).sum()), inputs["d_v"]))
     assert torch.allclose(permuted_output, output, atol=1e-5)
     assert torch.allclose(permuted_weights, weights[:, permutation], atol=1e-6)
+
+
+@PROPERTY_SETTINGS
+@given(attention_inputs(), st.integers(1, 3))
+def test_scaled_dot_product_attention_properties(inputs, heads):
+    """Weights rules on 4-D inputs with a padding mask (B, 1, 1, L); keys and values permuted together."""
+    g, batch, length, d_k = inputs["generator"], inputs["batch"], inputs["length"], inputs["d_k"]
+    q = inputs["scale"] * torch.randn(batch, heads, 3, d_k, generator=g)
+    k = torch.randn(batch, heads, length, d_k, generator=g)
+    v = torch.randn(batch, heads, length, inputs["d_v"], generator=g)
+    mask, permutation = inputs["mask"][:, None, None, :], inputs["permutation"]  # (B, 1, 1, L)
+    out, weights = scaled_dot_product_attention(q, k, v, mask)
+    check_weights(weights.flatten(1, 2), inputs["mask"])
+    permuted_out, permuted_weights = scaled_dot_product_attention(q, k[..., permutation, :], v[..., permutation, :],
+                                                                  mask[..., permutation])
+    assert torch.allclose(permuted_out, out, atol=1e-5)
+    assert torch.allclose(permuted_weights, weights[..., permutation], atol=1e-6)
+
+
+@PROPERTY_SETTINGS
+@given(attention_inputs())
+def test_self_attention_is_permutation_equivariant_and_causal_outputs_ignore_the_future(inputs):
+    torch.manual_seed(0)
+    layer = SelfAttention(inputs["d_k"], d_v=inputs["d_v"])
+    g, batch, length = inputs["generator"], inputs["batch"], inputs["length"]
+    x = inputs["scale"] * torch.randn(batch, length, inputs["d_k"], generator=g)
+    permutation = inputs["permutation"]
+    with torch.no_grad():
+        out, weights = layer(x)
+        permuted_out, permuted_weights = layer(x[:, permutation])
+        assert torch.allclose(permuted_out, out[:, permutation], atol=1e-5)  # permute inputs = permute outputs
+        assert torch.allclose(permuted_weights, weights[:, permutation][:, :, permutation], atol=1e-6)
+        causal = causal_mask_of(length)
+        causal_out, causal_weights = layer(x, causal)
+        check_weights(causal_weights, torch.ones(batch, length, dtype=torch.bool))
+        assert torch.equal(causal_weights.triu(1), torch.zeros_like(causal_weights))
+        changed = x.clone()
+        changed[:, -1] = torch.randn(batch, inputs["d_k"], generator=g)  # only the last position changes
+        changed_out, _ = layer(changed, causal)
+    assert torch.allclose(changed_out[:, :-1], causal_out[:, :-1], atol=1e-6)
+    assert not torch.isnan(changed_out).any()
+
+
+def causal_mask_of(length):
+    return torch.ones(length, length, dtype=torch.bool).tril()  # True on and below the diagonal

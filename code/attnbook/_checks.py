@@ -67,7 +67,8 @@ def shapes(owner: str, known: dict[str, int] | None = None, **specs) -> dict[str
 
     Each keyword is ``name=(tensor, pattern)``; a ``None`` tensor is skipped. A pattern is
     letters separated by spaces, optionally ``: bool``, ``: long`` or ``: float`` for the dtype,
-    e.g. ``"B L d_k"`` or ``"B S : long"``; a tuple of patterns allows several ranks.
+    e.g. ``"B L d_k"`` or ``"B S : long"``; a tuple of patterns allows several ranks, and a leading
+    ``...`` any number of leading dimensions (the same in every tensor whose pattern has ``...``).
     A letter in ``known`` must have that size (``owner`` says whose expectation it is).
 
     Raises:
@@ -83,15 +84,23 @@ def shapes(owner: str, known: dict[str, int] | None = None, **specs) -> dict[str
         letters, dtype = _pattern(tensor, name, pattern)
         if dtype and not _has_dtype(tensor, dtype):
             raise TypeError(f"{name} must {_DTYPES[dtype]}, got dtype {tensor.dtype}")
-        for letter, size in zip(letters, tensor.shape):
+        sizes = list(tensor.shape)
+        if letters[0] == "...":  # any leading dimensions, the same in every tensor that has "..."
+            sizes = [tuple(sizes[:tensor.dim() - len(letters) + 1])] + sizes[tensor.dim() - len(letters) + 1:]
+        for letter, size in zip(letters, sizes):
             if letter in known and size != known[letter]:
-                raise ValueError(f"{name} has {letter}={size} (shape {tuple(tensor.shape)}) but {owner} "
-                                 f"expects {letter}={known[letter]}")
+                raise ValueError(f"{name} has {_size(letter, size)} (shape {tuple(tensor.shape)}) but {owner} "
+                                 f"expects {_size(letter, known[letter])}")
             first = seen.setdefault(letter, (name, size, tensor))
             if first[1] != size:
-                raise ValueError(f"{name} has {letter}={size} (shape {tuple(tensor.shape)}) but {first[0]} has "
-                                 f"{letter}={first[1]} (shape {tuple(first[2].shape)})")
+                raise ValueError(f"{name} has {_size(letter, size)} (shape {tuple(tensor.shape)}) but {first[0]} "
+                                 f"has {_size(letter, first[1])} (shape {tuple(first[2].shape)})")
     return {letter: size for letter, (_, size, _) in seen.items()}
+
+
+def _size(letter: str, size) -> str:
+    """``L=5``, or ``leading dimensions (2, 3)`` for ``...``."""
+    return f"leading dimensions {size}" if letter == "..." else f"{letter}={size}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -107,9 +116,10 @@ def _pattern(tensor, name: str, pattern) -> tuple[tuple[str, ...], str]:
     parsed = _parse(pattern)
     if isinstance(tensor, Tensor):
         for letters, dtype in parsed:
-            if tensor.dim() == len(letters):
+            if tensor.dim() == len(letters) or (letters[0] == "..." and tensor.dim() >= len(letters) - 1):
                 return letters, dtype
-    wanted = " or ".join(f"{len(letters)}-D ({', '.join(letters)})" for letters, _ in parsed)
+    wanted = " or ".join(f"{len(letters)}-D ({', '.join(letters)})" if letters[0] != "..." else
+                         f"at least {len(letters) - 1}-D ({', '.join(letters)})" for letters, _ in parsed)
     if not isinstance(tensor, Tensor):
         raise TypeError(f"{name} must be a tensor, {wanted}, got {type(tensor).__name__}")
     raise ValueError(f"{name} must be {wanted}, got shape {tuple(tensor.shape)}")

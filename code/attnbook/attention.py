@@ -1,16 +1,13 @@
-"""Attention: score every key against a query, softmax the scores, average the values.
+"""Attention: score every key against a query, softmax the scores, average the values (Chapters 2-5).
 
-Every layer returns ``(output, weights)`` so a chapter can plot where it looked. Masks are bool,
-``True`` = may attend; a row with nothing to attend gets zero weights, never NaN.
-Letters: ``B`` batch, ``T`` queries, ``L`` keys, ``d_q``/``d_k``/``d_v`` sizes, ``h`` a scorer's hidden size.
-
-- :func:`masked_softmax` (Chapter 2)
-- :class:`AdditiveAttention`: Bahdanau et al. 2015 (Chapter 2)
-- :class:`DotScore`, :class:`GeneralScore`, :class:`ConcatScore`, :class:`LuongAttention`,
-  :func:`local_p_window`, :class:`PredictivePosition`, :class:`LocalPAttention`: Luong et al. 2015 (Chapter 3)
+Every layer returns ``(output, weights)``. Masks are bool, ``True`` = may attend; a row with nothing to
+attend gets zero weights, never NaN. Letters: ``B`` batch, ``T`` queries, ``L`` keys, ``d_q``/``d_k``/``d_v``
+sizes, ``h`` a scorer's hidden size. Sections follow the chapters: Bahdanau, Luong, Vaswani et al.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor, nn
@@ -18,14 +15,14 @@ from torch import Tensor, nn
 from attnbook import _checks as checks
 
 __all__ = ["masked_softmax", "AdditiveAttention", "DotScore", "GeneralScore", "ConcatScore", "LUONG_SCORES",
-           "LuongAttention", "local_p_window", "PredictivePosition", "LocalPAttention"]
+           "LuongAttention", "local_p_window", "PredictivePosition", "LocalPAttention",
+           "scaled_dot_product_attention", "SelfAttention"]
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
-    """Softmax over ``dim`` with exactly zero weight where ``mask`` is False.
+    """Softmax over ``dim`` with exactly zero weight where ``mask`` is False; a fully masked row is all zeros.
 
-    Masked scores become ``finfo.min`` (not ``-inf``, whose all-masked row would be 0/0 = NaN),
-    and the masked weights are then set to exactly 0, so a fully masked row is all zeros.
+    Masked scores become ``finfo.min`` (``-inf`` would make an all-masked row 0/0 = NaN), masked weights 0.
 
     Args:
         scores: floating point.
@@ -313,3 +310,64 @@ class LocalPAttention(LuongAttention):
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", D={self.D}"
+
+
+# ============================================================ Vaswani et al. (2017): scaled dot-product attention
+
+
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
+                                 dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
+    """``softmax(Q Kᵀ / √d_k) V`` (Vaswani et al. eq. 1), and the weights.
+
+    Args:
+        q, k, v: queries, keys and values with the same leading dimensions (batch, heads, ...).
+        mask: bool, True = may attend, broadcastable to the scores ``(..., L_q, L_k)``; None: everything.
+        dropout_p: drop weights with this probability before they average ``v`` (pass 0.0 when not
+            training); the weights returned are those before dropout.
+
+    Shapes:
+        q ``(..., L_q, d_k)``, k ``(..., L_k, d_k)``, v ``(..., L_k, d_v)``
+        -> (output ``(..., L_q, d_v)``, weights ``(..., L_q, L_k)``)
+
+    Raises:
+        ValueError: sizes that disagree, or a mask that does not broadcast. TypeError: a mask that is not bool.
+    """
+    checks.shapes("scaled_dot_product_attention", q=(q, "... L_q d_k : float"), k=(k, "... L_k d_k : float"),
+                  v=(v, "... L_k d_v : float"))
+    checks.in_range("dropout_p", dropout_p, 0.0, 1.0)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., L_q, d_k) @ (..., d_k, L_k) -> (..., L_q, L_k)
+    weights = masked_softmax(scores, mask)  # (..., L_q, L_k), each row sums to 1 (or is all 0)
+    dropped = nn.functional.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return dropped @ v, weights  # (..., L_q, L_k) @ (..., L_k, d_v) -> (..., L_q, d_v)
+
+
+class SelfAttention(nn.Module):
+    """One head of self-attention: every position of ``x`` is a query, a key and a value.
+
+    ``Q = X W^Q``, ``K = X W^K``, ``V = X W^V``, ``Z = softmax(Q Kᵀ / √d_k) V`` (Vaswani et al. §3.2.1).
+
+    Args:
+        d_model: input size. d_k: query and key size (default ``d_model``). d_v: value and output size
+            (default ``d_k``). bias: biases in the projections ``q_proj``, ``k_proj``, ``v_proj`` (``W^Q``, ``W^K``, ``W^V``).
+
+    Shapes:
+        x ``(B, T, d_model)``, mask broadcastable to ``(B, T, T)`` -> (output ``(B, T, d_v)``, weights ``(B, T, T)``)
+    """
+
+    def __init__(self, d_model: int, d_k: int | None = None, d_v: int | None = None, bias: bool = False) -> None:
+        super().__init__()
+        d_k = d_model if d_k is None else d_k
+        d_v = d_k if d_v is None else d_v
+        checks.positive_int(d_model=d_model, d_k=d_k, d_v=d_v)
+        self.d_model, self.d_k, self.d_v = d_model, d_k, d_v
+        self.q_proj = nn.Linear(d_model, d_k, bias=bias)  # W^Q
+        self.k_proj = nn.Linear(d_model, d_k, bias=bias)  # W^K
+        self.v_proj = nn.Linear(d_model, d_v, bias=bias)  # W^V
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        checks.shapes("SelfAttention", dict(d_model=self.d_model), x=(x, "B T d_model : float"))
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, d_k), (B, T, d_k), (B, T, d_v)
+        return scaled_dot_product_attention(q, k, v, mask)  # (B, T, d_v), (B, T, T)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v}"

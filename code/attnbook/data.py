@@ -6,6 +6,8 @@ Every chapter trains on data made here, from explicit seeds, with no downloads:
   ... -> ``"1984-03-03"`` (:func:`date_task`, :func:`date_splits`).
 - **Reversal** and **copy** of random letter strings of controllable length
   (:func:`reversal_task`, :func:`copy_task`, :func:`sequence_splits`).
+- **Word-level sentences** for self-attention (Chapter 4): "bat" in two senses
+  (:func:`sense_task`) and what "it" refers to (:func:`referent_task`).
 
 All tasks are character level: an :class:`Example` is a pair of strings, a
 :class:`Vocab` turns the characters of a string into integer ids and back, and
@@ -48,6 +50,15 @@ __all__ = [
     "copy_task",
     "sequence_splits",
     "reverse_sources",
+    "BAT_CONTEXT",
+    "NEUTRAL_WORDS",
+    "sense_task",
+    "ANIMALS",
+    "PLACES",
+    "ANIMAL_ADJECTIVES",
+    "PLACE_ADJECTIVES",
+    "referent_task",
+    "referent_sentences",
 ]
 
 
@@ -829,3 +840,81 @@ def reverse_sources(examples: Iterable[Example]) -> list[Example]:
         New examples with ``source[::-1]`` and the same target.
     """
     return [Example(example.source[::-1], example.target) for example in examples]
+
+
+# --------------------------------------------------------------------------------------
+# Task 3: word-level sentences for self-attention (Chapter 4)
+# --------------------------------------------------------------------------------------
+
+#: Words of the sense task: "bat" with context words of its two senses, and words of neither.
+BAT_CONTEXT = {
+    "animal": ("cave", "wings", "night", "insects", "fur", "flew", "hung", "squeaked"),
+    "sport": ("ball", "swung", "hit", "team", "pitch", "game", "player", "wooden"),
+}
+NEUTRAL_WORDS = ("the", "a", "was", "in", "and", "with", "big", "old")
+
+#: Words of the referent task: ``the <animal> didn't cross the <place> because it was too <adjective>``;
+#: the adjective says whether "it" is the animal or the place.
+ANIMALS = ("dog", "cat", "horse", "cow", "fox", "goat", "sheep", "pig")
+PLACES = ("street", "road", "river", "bridge", "track", "canal", "lane", "path")
+ANIMAL_ADJECTIVES = ("tired", "scared", "sleepy", "hungry", "lazy", "weak")
+PLACE_ADJECTIVES = ("wide", "busy", "icy", "long", "muddy", "steep")
+
+
+def sense_task(n: int, seed: int = 0, context_words: int = 3, neutral_words: int = 2) -> list[Example]:
+    """Sentences in which "bat" is an animal or a piece of sport equipment, tagged word by word.
+
+    Each sentence holds "bat", ``context_words`` distinct words of one sense and ``neutral_words``
+    words of neither, in a random order. The target tags every word: ``A`` (animal), ``S`` (sport)
+    or ``-`` (neither); "bat" gets the tag of its sense, which only its context tells.
+
+    Returns:
+        ``n`` examples such as ``Example("the cave bat flew a night", "- A A A - A")``.
+    """
+    def sentence(rng: random.Random) -> Example:
+        sense = rng.choice(sorted(BAT_CONTEXT))
+        words = ["bat", *rng.sample(BAT_CONTEXT[sense], context_words), *rng.choices(NEUTRAL_WORDS, k=neutral_words)]
+        rng.shuffle(words)
+        return Example(" ".join(words), " ".join(_sense_tag(word, sense) for word in words))
+
+    return _draw(n, seed, sentence)
+
+
+def _draw(n: int, seed: int, example: Callable[[random.Random], Example]) -> list[Example]:
+    """``n`` examples, each made by ``example(rng)`` from one ``random.Random(seed)``."""
+    checks.non_negative_int(n=n)
+    checks.integer(seed=seed)
+    rng = random.Random(seed)
+    return [example(rng) for _ in range(n)]
+
+
+def _sense_tag(word: str, sense: str) -> str:
+    if word == "bat":
+        return sense[0].upper()
+    return next((s[0].upper() for s, context in BAT_CONTEXT.items() if word in context), "-")
+
+
+def referent_task(n: int, seed: int = 0) -> list[Example]:
+    """Sentences like "the dog didn't cross the road because it was too tired", with what "it" is.
+
+    The animal, the place and the adjective are drawn uniformly; the target is the animal for an
+    adjective of :data:`ANIMAL_ADJECTIVES` and the place otherwise.
+
+    Returns:
+        ``n`` examples such as ``Example("the dog didn't cross the road because it was too wide", "road")``.
+    """
+    def sentence(rng: random.Random) -> Example:
+        return _referent(rng.choice(ANIMALS), rng.choice(PLACES), rng.choice(ANIMAL_ADJECTIVES + PLACE_ADJECTIVES))
+
+    return _draw(n, seed, sentence)
+
+
+def referent_sentences() -> list[Example]:
+    """Every sentence of :func:`referent_task` once (8 animals x 8 places x 12 adjectives = 768), in a fixed order."""
+    return [_referent(animal, place, adjective) for animal in ANIMALS for place in PLACES
+            for adjective in ANIMAL_ADJECTIVES + PLACE_ADJECTIVES]
+
+
+def _referent(animal: str, place: str, adjective: str) -> Example:
+    referent = animal if adjective in ANIMAL_ADJECTIVES else place
+    return Example(f"the {animal} didn't cross the {place} because it was too {adjective}", referent)

@@ -18,10 +18,13 @@ One module per chapter; import every checker from here, e.g.
   :func:`check_masked_softmax`, :func:`check_additive_attention`.
 - Chapter 3 (Luong attention, :mod:`attnbook.exercises.luong`):
   :func:`check_luong_general_score`, :func:`check_local_p_window`.
+- Chapter 4 (self-attention, :mod:`attnbook.exercises.self_attention`):
+  :func:`check_window_average`, :func:`check_scaled_dot_product_attention`.
 """
 
 from attnbook.exercises.bahdanau import check_additive_attention, check_masked_softmax
 from attnbook.exercises.luong import check_local_p_window, check_luong_general_score
+from attnbook.exercises.self_attention import check_window_average, check_scaled_dot_product_attention
 from attnbook.exercises.seq2seq import check_greedy_decode, check_teacher_forcing_inputs
 
 __all__ = [
@@ -31,4 +34,6 @@ __all__ = [
     "check_additive_attention",
     "check_luong_general_score",
     "check_local_p_window",
+    "check_window_average",
+    "check_scaled_dot_product_attention",
 ]

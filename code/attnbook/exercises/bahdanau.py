@@ -11,12 +11,10 @@ The references are :func:`attnbook.attention.masked_softmax` and
 import torch
 
 from attnbook.attention import masked_softmax
-from attnbook.exercises._checking import Case, checker, close, compare
+from attnbook.exercises._checking import (MASKING_MISTAKES, Case, checker, close, compare, first_problem,
+                                          non_finite_problem, softmax_with, weights_problem)
 
 __all__ = ["check_masked_softmax", "check_additive_attention"]
-
-#: A weight above this at a masked position counts as "not masked".
-_LEAK = 1e-6
 
 
 # ================================================================ chapter 2: masked softmax
@@ -78,13 +76,13 @@ def _compare_masked_softmax(got, case: Case) -> str | None:
         return problem + (f"\nhint: {hint}" if hint else "") if problem else None
     got = got.detach()
     mask = mask.expand(scores.shape)  # (..., L) like the scores
-    problem = _non_finite_problem(got, expected, case, "weights")
+    problem = non_finite_problem(got, expected, case, "weights")
     if problem:
         return problem
     for variant, hint in _softmax_variants(scores, case.args[1]):
         if close(got, variant) and not close(got, expected):
-            return _first_problem(got, expected, mask, "weights") + f"\nhint: {hint}"
-    return _weights_problem(got, expected, mask, case, "weights")
+            return first_problem(got, expected, mask, "weights") + f"\nhint: {hint}"
+    return weights_problem(got, expected, mask, case, "weights")
 
 
 def _softmax_form_hint(got, scores, mask) -> str:
@@ -201,30 +199,14 @@ def _additive_reference(query, keys, W_q, W_k, v, mask, tanh=True, use_v=True, s
     if tanh:
         hidden = torch.tanh(hidden)
     scores = hidden @ v if use_v else hidden.sum(-1)  # (B, L, h) @ (h,) -> (B, L)
-    if mask is None or masking == "none":
-        weights = torch.softmax(scores, dim=softmax_dim)
-    elif masking == "multiply":
-        weights = torch.softmax(scores * mask, dim=softmax_dim)
-    elif masking == "after":
-        weights = torch.softmax(scores, dim=softmax_dim) * mask
-    elif masking == "inverted":
-        weights = masked_softmax(scores, ~mask, dim=softmax_dim)
-    else:
-        weights = masked_softmax(scores, mask, dim=softmax_dim)
+    weights = softmax_with(scores, mask, masking, dim=softmax_dim)
     mixing = weights if context_from == "weights" else scores
     context = (mixing.unsqueeze(1) @ keys).squeeze(1)  # (B, 1, L) @ (B, L, d_k) -> (B, d_k)
     return context, weights
 
 
 _ADDITIVE_MISTAKES = [  # (keyword arguments of _additive_reference, hint), most telling first
-    (dict(masking="none"), "the mask was not applied: set the masked scores to -inf before the softmax, "
-                           "e.g. scores.masked_fill(~mask, float('-inf'))"),
-    (dict(masking="multiply"), "multiplying the scores by the mask turns masked scores into 0, and exp(0) "
-                               "still gets weight; set them to -inf instead (masked_fill)"),
-    (dict(masking="inverted"), "mask True means *may attend*: you left out the True positions instead of "
-                               "the False ones"),
-    (dict(masking="after"), "zeroing the masked weights after the softmax leaves rows that no longer sum "
-                            "to 1; mask the scores before the softmax"),
+    *MASKING_MISTAKES,
     (dict(softmax_dim=0), "the softmax ran over the batch (dim=0); it must run over the L keys of each "
                           "row (dim=-1), so that each row of weights sums to 1"),
     (dict(tanh=False), "tanh is missing: e_j = vᵀ tanh(W_q q + W_k k_j)"),
@@ -245,20 +227,20 @@ def _compare_additive(got, case: Case) -> str | None:
     context, weights = got[0].detach(), got[1].detach()
     mask = case.args[5]
     full_mask = torch.ones(batch, length, dtype=torch.bool) if mask is None else mask
-    problem = _non_finite_problem(weights, expected_weights, case, "weights")
+    problem = non_finite_problem(weights, expected_weights, case, "weights")
     if problem:
         return problem
     for mistake, hint in _ADDITIVE_MISTAKES:
         wrong_context, wrong_weights = _additive_reference(*case.args, **mistake)
         if close(weights, wrong_weights) and not close(weights, expected_weights):
-            return _first_problem(weights, expected_weights, full_mask, "weights") + f"\nhint: {hint}"
+            return first_problem(weights, expected_weights, full_mask, "weights") + f"\nhint: {hint}"
         if (close(weights, expected_weights) and close(context, wrong_context)
                 and not close(context, expected_context)):
             return compare(context, expected_context, "context") + f"\nhint: {hint}"
-    problem = _weights_problem(weights, expected_weights, full_mask, case, "weights")
+    problem = weights_problem(weights, expected_weights, full_mask, case, "weights")
     if problem:
         return problem
-    problem = _non_finite_problem(context, expected_context, case, "context")
+    problem = non_finite_problem(context, expected_context, case, "context")
     if problem:
         return (f"{problem}\nhint: the weights are right, so the keys were mixed with something else: "
                 "context = Σ_j α_j k_j uses the softmax weights α (weights @ keys), not the masked scores")
@@ -348,82 +330,3 @@ def check_additive_attention(fn) -> bool:
 
     Returns True if every case passed.
     """
-
-
-# ============================================================================ shared
-
-
-def _position(index: tuple) -> str:
-    """'position 3 of row 1' for (1, 3); 'position 2 of row (0, 1)' for (0, 1, 2)."""
-    row = index[:-1]
-    return f"position {index[-1]} of row {row[0] if len(row) == 1 else row}"
-
-
-def _first_leak(weights: torch.Tensor, mask: torch.Tensor):
-    """The first masked position with a non-zero weight: (index, value), or None."""
-    leaks = (~mask) & (weights.abs() > _LEAK)
-    if not leaks.any():
-        return None
-    index = tuple(int(i) for i in leaks.nonzero()[0])
-    return index, float(weights[index])
-
-
-def _first_problem(got: torch.Tensor, expected: torch.Tensor, mask: torch.Tensor, name: str) -> str:
-    """The first line of a message about wrong weights: a masked position's weight, or the values."""
-    leak = _first_leak(got, mask)
-    if leak:
-        index, value = leak
-        return f"{name}: {_position(index)} is masked but got weight {value:.2g}"
-    return compare(got, expected, name) or f"{name} differ from the expected ones"
-
-
-def _non_finite_problem(got: torch.Tensor, expected: torch.Tensor, case: Case, name: str) -> str | None:
-    """A message for NaN or inf in ``got``, with a hint when the case explains it."""
-    bad = ~torch.isfinite(got)
-    if not bad.any():
-        return None
-    problem = compare(got, expected, name) or f"{name} contains NaN or inf"
-    rows = {tuple(int(i) for i in index[:-1]) for index in bad.nonzero()}
-    fully_masked = [row for row in case.info.get("fully_masked", []) if row in rows]
-    if fully_masked:
-        row = fully_masked[0]
-        where = row[0] if len(row) == 1 else row
-        hint = (f"row {where} has no position it may attend, so its softmax is 0 / 0 = NaN; return all "
-                "zeros there, e.g. torch.nan_to_num(weights, nan=0.0) after the softmax, or fill masked "
-                "scores with a large negative finite number and zero the masked weights afterwards")
-        return f"{problem}\nhint: {hint}"
-    if case.info.get("large"):
-        return (f"{problem}\nhint: exp(1000) overflows to inf and exp(-1000) underflows to 0, so the "
-                "division gives inf / inf or 0 / 0 = NaN: subtract each row's maximum score before exp "
-                "(torch.softmax does this for you)")
-    return problem
-
-
-def _weights_problem(got: torch.Tensor, expected: torch.Tensor, mask: torch.Tensor, case: Case,
-                     name: str) -> str | None:
-    """Checks of any weights against the rules: masked -> 0, fully masked rows -> 0, rows sum to 1."""
-    leak = _first_leak(got, mask)
-    if leak:
-        index, value = leak
-        row = index[:-1]
-        if row in case.info.get("fully_masked", []):
-            where = row[0] if len(row) == 1 else row
-            total = float(got[row].sum())
-            return (f"{name}: row {where} is fully masked but its weights sum to {total:.3g}; "
-                    f"they must all be 0\nhint: with a finite fill value such as -1e9 the softmax "
-                    "spreads the weight evenly over a fully masked row; set the masked weights to 0 "
-                    "after the softmax (e.g. weights.masked_fill(~mask, 0.0))")
-        return (f"{name}: {_position(index)} is masked but got weight {value:.2g}\n"
-                "hint: masked positions must get exactly 0 weight: set their scores to -inf "
-                "before the softmax")
-    problem = compare(got, expected, name)
-    if problem is None:
-        return None
-    sums = got.double().sum(dim=-1)  # (...,)
-    allowed = mask.any(dim=-1)  # (...,) rows with something to attend
-    off = allowed & ((sums - 1).abs() > 1e-3)
-    if off.any():
-        row = tuple(int(i) for i in off.nonzero()[0])
-        where = row[0] if len(row) == 1 else row
-        return f"{problem}\nhint: row {where} of the {name} sums to {float(sums[row]):.3g}; a softmax row sums to 1"
-    return problem
