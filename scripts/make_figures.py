@@ -194,11 +194,48 @@ def draw_self_attention(path: Path) -> None:
     plt.close(fig)
 
 
+def draw_multi_head(path: Path) -> None:
+    """Multi-head attention: h heads, each with its own small W_i^Q, W_i^K, W_i^V, side by side; concat; W^O."""
+    fig, ax = plt.subplots(figsize=(10, 5.6))
+    heads = [("1", "#dbe9f6"), ("2", "#e3f1dc"), ("h", "#ead9f2")]
+    step, d_model = 3.0, "d_{\\mathrm{model}}"
+    _cell(ax, step, -0.55, f"$X$   ($T \\times {d_model}$)", "#eeeeee", width=3.2, height=0.55)
+    for index, (name, colour) in enumerate(heads):
+        x = index * step
+        if name == "h":
+            ax.text(x - step / 2, 2.3, "…", ha="center", va="center", fontsize=22, color="#555555")
+        for dx, letter in ((-0.85, "Q"), (0.0, "K"), (0.85, "V")):
+            _cell(ax, x + dx, 1.1, f"$X W_{name}^{letter}$", colour, width=0.78, height=0.5)
+            _arrow(ax, (step, -0.27), (x + dx, 0.85), colour="#aaaaaa")
+        _cell(ax, x, 2.3, "softmax$(QK^\\top/\\sqrt{d_k})\\,V$", colour, width=2.5, height=0.55)
+        for dx in (-0.85, 0.0, 0.85):
+            _arrow(ax, (x + dx, 1.35), (x + dx * 0.6, 2.02))
+        _cell(ax, x, 3.35, f"head$_{name}$  ($T \\times d_v$)", colour, width=1.9, height=0.5)
+        _arrow(ax, (x, 2.58), (x, 3.1))
+        _arrow(ax, (x, 3.6), (step + (index - 1) * 0.9, 4.2))
+    _cell(ax, step, 4.45, f"Concat(head$_1$, …, head$_h$)   ($T \\times h d_v$)", "#fde9c9", width=4.6, height=0.5)
+    _cell(ax, step, 5.4, f"$\\cdot\\, W^O$   ($h d_v \\times {d_model}$)   →   output ($T \\times {d_model}$)", "#f6d6d6",
+          width=5.6, height=0.5)
+    _arrow(ax, (step, 4.7), (step, 5.15))
+    ax.text(2 * step + 1.5, 2.3, "each head attends\nin its own $d_k = d_{\\mathrm{model}}/h$\nfeatures, "
+            "with its own\nweights", ha="left", va="center", fontsize=8.5, color="#555555")
+    ax.text(2 * step + 1.5, 1.1, "each $W_i^Q$, $W_i^K$, $W_i^V$ is\n$d_{\\mathrm{model}} \\times d_k$: a slice of one\n$d_{\\mathrm{model}} \\times d_{\\mathrm{model}}$ matrix",
+            ha="left", va="center", fontsize=8.5, color="#555555")
+    ax.text(2 * step + 1.5, 4.9, "$W^O$ mixes the heads and\nreturns to the model's width,\nso the output can be "
+            "added to $X$", ha="left", va="center", fontsize=8.5, color="#555555")
+    ax.set_xlim(-1.5, 2 * step + 4.0)
+    ax.set_ylim(-1.0, 5.8)
+    ax.set_axis_off()
+    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
 FIGURES_TO_DRAW = {
     "additive_attention.svg": draw_additive_attention,
     "roadmap.svg": draw_roadmap,
     "encoder_decoder.svg": draw_encoder_decoder,
     "self_attention.svg": draw_self_attention,
+    "multi_head.svg": draw_multi_head,
 }
 
 

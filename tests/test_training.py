@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from attnbook import data
 from attnbook.rnn import Seq2Seq
-from attnbook.training import History, count_parameters, evaluate, fit, warmup_schedule
+from attnbook.training import History, count_parameters, evaluate, fit, train_on_tensors, warmup_schedule
 
 
 def tiny_task(n=32, batch_size=8, seed=0):
@@ -219,3 +219,22 @@ def test_warmup_schedule_is_the_papers():
     assert warmup_schedule(half, 512, 4000).get_last_lr()[0] == pytest.approx(0.5 * rates[0])
     with pytest.raises(ValueError, match="warmup must be a positive int, got 0"):
         warmup_schedule(optimizer, 512, 0)
+
+
+def test_train_on_tensors_fits_a_small_classifier_and_is_repeatable():
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(200, 4, generator=generator)
+    targets = (inputs.sum(dim=1) > 0).long()
+
+    def run():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        last = train_on_tensors(model, inputs, targets, F.cross_entropy, epochs=30, lr=1e-2, batch_size=20)
+        return model, last
+
+    model, last = run()
+    assert not model.training and last < 0.3
+    assert (model(inputs).argmax(-1) == targets).float().mean() > 0.95
+    assert run()[1] == last
+    with pytest.raises(ValueError, match="len\\(inputs\\)=200 but len\\(targets\\)=3"):
+        train_on_tensors(model, inputs, targets[:3], F.cross_entropy, epochs=1)

@@ -16,7 +16,7 @@ from attnbook import _checks as checks
 
 __all__ = ["masked_softmax", "AdditiveAttention", "DotScore", "GeneralScore", "ConcatScore", "LUONG_SCORES",
            "LuongAttention", "local_p_window", "PredictivePosition", "LocalPAttention",
-           "scaled_dot_product_attention", "SelfAttention"]
+           "scaled_dot_product_attention", "SelfAttention", "split_heads", "merge_heads", "MultiHeadAttention"]
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
@@ -371,3 +371,95 @@ class SelfAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v}"
+
+
+# ============================================================ Vaswani et al. (2017): multi-head attention
+
+
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """Cut the features into ``num_heads`` heads: head ``i`` gets features ``i·d_head .. (i+1)·d_head - 1``.
+
+    Shapes:
+        x ``(B, T, d_model)`` -> ``(B, H, T, d_head)``, ``d_head = d_model / H``
+    """
+    batch, length, d_model = x.shape
+    x = x.view(batch, length, num_heads, d_model // num_heads)  # (B, T, H, d_head): features cut into H pieces
+    return x.transpose(1, 2)  # (B, H, T, d_head): one (T, d_head) block per head
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """Undo :func:`split_heads`: concatenate the heads' features.
+
+    Shapes:
+        x ``(B, H, T, d_head)`` -> ``(B, T, H·d_head)``
+    """
+    batch, num_heads, length, d_head = x.shape
+    return x.transpose(1, 2).reshape(batch, length, num_heads * d_head)  # (B, T, H, d_head) -> (B, T, d_model)
+
+
+class MultiHeadAttention(nn.Module):
+    """``MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O``, ``head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)``.
+
+    Vaswani et al. §3.2.2, with ``d_k = d_v = d_model / h``. The ``h`` matrices ``W_i^Q`` (``d_model × d_k``) are
+    packed side by side into one ``d_model × d_model`` projection, and likewise for keys and values.
+
+    Args:
+        d_model: model width. num_heads: ``h``, which must divide ``d_model``. dropout: on the weights (training
+            only). bias: biases in the four projections (as ``nn.MultiheadAttention``).
+
+    Attributes:
+        q_proj, k_proj, v_proj, out_proj: ``nn.Linear(d_model, d_model)``: the packed ``W^Q``, ``W^K``, ``W^V``, and ``W^O``.
+
+    Shapes:
+        query ``(B, L_q, d_model)``, key and value ``(B, L_k, d_model)``, mask (True = may attend) broadcastable to
+        ``(B, H, L_q, L_k)``, e.g. ``(B, 1, 1, L_k)`` or ``(L_q, L_k)`` -> (output ``(B, L_q, d_model)``, weights
+        ``(B, H, L_q, L_k)``)
+
+    Raises:
+        ValueError: ``d_model=100 is not divisible by num_heads=8``; inputs of the wrong width or lengths.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        checks.positive_int(d_model=d_model, num_heads=num_heads)
+        checks.in_range("dropout", dropout, 0.0, 1.0)
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}: every head gets "
+                             f"d_model / num_heads features")
+        self.d_model, self.num_heads, self.dropout = d_model, num_heads, dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W^Q: h blocks of d_model x d_k, side by side
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)  # W^K
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)  # W^V
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O: (h·d_v) x d_model
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        checks.shapes("MultiHeadAttention", dict(d_model=self.d_model), query=(query, "B L_q d_model : float"),
+                      key=(key, "B L_k d_model : float"), value=(value, "B L_k d_model : float"))
+        q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L_q, d_head)
+        k = split_heads(self.k_proj(key), self.num_heads)  # (B, H, L_k, d_head)
+        v = split_heads(self.v_proj(value), self.num_heads)  # (B, H, L_k, d_head)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout if self.training else 0.0)
+        return self.out_proj(merge_heads(heads)), weights  # (B, L_q, d_model), (B, H, L_q, L_k)
+
+    @classmethod
+    def from_torch(cls, layer: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """The same layer as a ``torch.nn.MultiheadAttention`` (``batch_first=True``), weights copied.
+
+        PyTorch packs ``W^Q``, ``W^K``, ``W^V`` on top of each other in ``in_proj_weight`` ``(3·d_model, d_model)``.
+        Its masks have the opposite polarity (``key_padding_mask`` and boolean ``attn_mask``: True = ignore).
+        """
+        if not layer.batch_first or not layer._qkv_same_embed_dim:
+            raise ValueError("from_torch needs an nn.MultiheadAttention with batch_first=True and kdim = vdim = embed_dim")
+        copy = cls(layer.embed_dim, layer.num_heads, layer.dropout, bias=layer.in_proj_bias is not None)
+        with torch.no_grad():
+            for linear, weight in zip((copy.q_proj, copy.k_proj, copy.v_proj), layer.in_proj_weight.chunk(3)):
+                linear.weight.copy_(weight)  # (d_model, d_model) each
+            copy.out_proj.weight.copy_(layer.out_proj.weight)
+            if layer.in_proj_bias is not None:
+                for linear, bias in zip((copy.q_proj, copy.k_proj, copy.v_proj), layer.in_proj_bias.chunk(3)):
+                    linear.bias.copy_(bias)
+                copy.out_proj.bias.copy_(layer.out_proj.bias)
+        return copy
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, num_heads={self.num_heads}, dropout={self.dropout}"

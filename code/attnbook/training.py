@@ -23,7 +23,7 @@ from attnbook.decoding import BOS_ID, EOS_ID, greedy_decode
 from attnbook.metrics import exact_match
 from attnbook.protocol import evaluating
 
-__all__ = ["fit", "evaluate", "History", "count_parameters", "warmup_schedule"]
+__all__ = ["fit", "evaluate", "History", "count_parameters", "train_on_tensors", "warmup_schedule"]
 
 #: The keys of one epoch's record in a :class:`History`.
 RECORD_KEYS = ("epoch", "train_loss", "valid_loss", "teacher_forced_accuracy", "exact_match", "seconds", "lr")
@@ -209,6 +209,33 @@ def evaluate(model: nn.Module, batches: Iterable, max_len: int | None = None, de
         raise ValueError("evaluate got no batches with target tokens")
     return dict(valid_loss=loss / tokens, teacher_forced_accuracy=correct / tokens,
                 exact_match=exact_match(decoded, targets) if decode else None)
+
+
+def train_on_tensors(model: nn.Module, inputs: Tensor, targets: Tensor, loss_fn, epochs: int, lr: float = 1e-2,
+                     batch_size: int = 50, seed: int = 0) -> float:
+    """Adam on shuffled mini-batches of tensors, for the small models of Chapters 4-5 that are not seq2seq.
+
+    ``loss_fn(output, targets) -> loss`` receives the model's output (its first item, if it returns a
+    tuple) for a batch. The shuffling comes from its own generator seeded with ``seed``. Returns the last
+    batch's loss.
+
+    Shapes:
+        inputs ``(N, ...)``, targets ``(N, ...)``
+    """
+    checks.positive_int(epochs=epochs, batch_size=batch_size)
+    checks.same("len(inputs)", len(inputs), "len(targets)", len(targets))
+    order = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
+    model.train()
+    for _ in range(epochs):
+        for batch in torch.randperm(len(inputs), generator=order).split(batch_size):
+            output = model(inputs[batch])
+            loss = loss_fn(output[0] if isinstance(output, tuple) else output, targets[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    model.eval()
+    return loss.item()
 
 
 def warmup_schedule(optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000) -> LambdaLR:

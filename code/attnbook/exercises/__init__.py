@@ -20,10 +20,13 @@ One module per chapter; import every checker from here, e.g.
   :func:`check_luong_general_score`, :func:`check_local_p_window`.
 - Chapter 4 (self-attention, :mod:`attnbook.exercises.self_attention`):
   :func:`check_window_average`, :func:`check_scaled_dot_product_attention`.
+- Chapter 5 (multi-head attention, :mod:`attnbook.exercises.multi_head`):
+  :func:`check_split_heads`, :func:`check_merge_heads`.
 """
 
 from attnbook.exercises.bahdanau import check_additive_attention, check_masked_softmax
 from attnbook.exercises.luong import check_local_p_window, check_luong_general_score
+from attnbook.exercises.multi_head import check_merge_heads, check_split_heads
 from attnbook.exercises.self_attention import check_window_average, check_scaled_dot_product_attention
 from attnbook.exercises.seq2seq import check_greedy_decode, check_teacher_forcing_inputs
 
@@ -36,4 +39,6 @@ __all__ = [
     "check_local_p_window",
     "check_window_average",
     "check_scaled_dot_product_attention",
+    "check_split_heads",
+    "check_merge_heads",
 ]

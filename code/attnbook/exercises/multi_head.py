@@ -1,0 +1,113 @@
+"""Chapter 5 (multi-head attention): the checkers of its code exercises.
+
+- :func:`check_split_heads`: cut the features of every position into heads.
+- :func:`check_merge_heads`: put the heads back together.
+
+Import them from :mod:`attnbook.exercises`; how a checker reports is described there.
+The references are :func:`attnbook.attention.split_heads` and :func:`attnbook.attention.merge_heads`.
+"""
+
+import torch
+
+from attnbook.attention import merge_heads, split_heads
+from attnbook.exercises._checking import Case, checker, close, compare, describe
+
+__all__ = ["check_split_heads", "check_merge_heads"]
+
+#: (B, T, d_model, heads) of the cases: T != d_head != heads, a batch of one, one head, one feature per head.
+_SIZES = ((2, 3, 8, 2), (1, 5, 12, 3), (3, 4, 6, 1), (2, 2, 4, 4))
+
+
+def _labelled(batch: int, length: int, d_model: int) -> torch.Tensor:
+    """Entries that tell where they came from: 1000·b + 100·t + feature."""
+    b, t, f = torch.meshgrid(torch.arange(batch), torch.arange(length), torch.arange(d_model), indexing="ij")
+    return (1000 * b + 100 * t + f).float()  # (B, T, d_model)
+
+
+def _mistakes(x: torch.Tensor, heads: int) -> list[tuple[torch.Tensor, str]]:
+    """(wrong output, hint) for the typical ways of splitting (B, T, d_model) into heads wrongly."""
+    batch, length, d_model = x.shape
+    d_head = d_model // heads
+    return [
+        (x.reshape(batch, heads, length, d_head), "a reshape straight to (B, H, T, d_head) mixes positions: head 0 "
+         "gets the first T·d_head numbers of the row, which spill over into the next positions. View as "
+         "(B, T, H, d_head) first, then transpose(1, 2)"),
+        (x.view(batch, length, d_head, heads).permute(0, 3, 1, 2), "head i got every H-th feature (i, i + H, ...); "
+         "it must get a contiguous block, features i·d_head .. (i+1)·d_head - 1: view as (B, T, H, d_head)"),
+        (x.view(batch, length, heads, d_head).transpose(1, 3).transpose(2, 3), "the axes are in the wrong order; "
+         "after view(B, T, H, d_head), transpose(1, 2) swaps T and H and leaves d_head last"),
+    ]
+
+
+def _split_cases() -> list[Case]:
+    cases = []
+    for batch, length, d_model, heads in _SIZES:
+        x = _labelled(batch, length, d_model)
+        cases.append(Case(f"x {describe(x)} holding 1000·b + 100·t + feature, num_heads={heads}",
+                          args=(x, heads), arg_names=("x", "num_heads"), expected=split_heads(x, heads)))
+    return cases
+
+
+def _compare_split(got, case: Case) -> str | None:
+    problem = compare(got, case.expected, "the output")
+    if problem is None:
+        return None
+    x, heads = case.args
+    if isinstance(got, torch.Tensor) and tuple(got.shape) == (x.size(0), x.size(1), heads, x.size(2) // heads):
+        return f"{problem}\nhint: that is (B, T, H, d_head): transpose(1, 2) to put the heads before the positions"
+    for wrong, hint in _mistakes(x, heads):
+        if isinstance(got, torch.Tensor) and close(got.detach().float(), wrong):
+            return f"{problem}\nhint: {hint}"
+    return problem
+
+
+@checker("split heads", _split_cases, _compare_split,
+         summary="T, d_head and the number of heads all different; one head; one feature per head; a batch of one")
+def check_split_heads(fn) -> bool:
+    """Check ``fn(x, num_heads) -> heads``: the features of every position cut into ``num_heads`` heads.
+
+    Head ``i`` holds features ``i·d_head, ..., (i+1)·d_head - 1`` of every position, with
+    ``d_head = d_model / num_heads``, and the heads come before the positions:
+    ``heads[b, i, t] == x[b, t, i·d_head:(i+1)·d_head]``. The cases' entries are
+    ``1000·b + 100·t + feature``, so a wrong answer shows where its numbers came from.
+
+    Shapes:
+        x: ``(B, T, d_model)``. heads: ``(B, num_heads, T, d_head)``.
+
+    Returns True if every case passed.
+    """
+
+
+def _merge_cases() -> list[Case]:
+    cases = []
+    for batch, length, d_model, heads in _SIZES:
+        x = split_heads(_labelled(batch, length, d_model), heads)  # (B, H, T, d_head): 1000·b + 100·t + feature
+        cases.append(Case(f"heads {describe(x)} (B={batch}, H={heads}, T={length}, d_head={d_model // heads})",
+                          args=(x,), arg_names=("heads",), expected=merge_heads(x)))
+    return cases
+
+
+def _compare_merge(got, case: Case) -> str | None:
+    problem = compare(got, case.expected, "the output")
+    if problem is None or not isinstance(got, torch.Tensor):
+        return problem
+    (x,) = case.args
+    batch, heads, length, d_head = x.shape
+    if close(got.detach().float(), x.reshape(batch, length, heads * d_head)):
+        return (f"{problem}\nhint: a reshape straight from (B, H, T, d_head) to (B, T, d_model) mixes heads and "
+                "positions: transpose(1, 2) to (B, T, H, d_head) first, then reshape")
+    return problem
+
+
+@checker("merge heads", _merge_cases, _compare_merge, summary="the same sizes as split heads, in reverse")
+def check_merge_heads(fn) -> bool:
+    """Check ``fn(heads) -> x``: the inverse of splitting, ``x[b, t, i·d_head:(i+1)·d_head] == heads[b, i, t]``.
+
+    After a ``transpose`` the tensor is no longer contiguous in memory, so ``view`` may refuse to
+    reshape it: use ``reshape`` (or ``.contiguous().view(...)``).
+
+    Shapes:
+        heads: ``(B, H, T, d_head)``. x: ``(B, T, H·d_head)``.
+
+    Returns True if every case passed.
+    """
