@@ -20,6 +20,7 @@ from attnbook import data  # noqa: E402
 from attnbook.bahdanau import BahdanauSeq2Seq  # noqa: E402
 from attnbook.luong import LuongSeq2Seq  # noqa: E402
 from attnbook.rnn import Seq2Seq  # noqa: E402
+from attnbook.transformer import Transformer  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -34,6 +35,11 @@ MODELS = {
        (lambda s, t, e=8, h=12, score=score, feed=feed, local=local:
         LuongSeq2Seq.build(s, t, embed_dim=e, hidden_size=h, score=score, input_feeding=feed, local_window=local))
        for score in ("dot", "general", "concat") for feed in (True, False) for local in (None, 2)},
+    **{f"transformer-{'pre' if norm_first else 'post'}":
+       (lambda s, t, e=8, h=12, norm_first=norm_first:
+        Transformer(s, t, d_model=h, num_heads=2, num_encoder_layers=2, num_decoder_layers=2, d_ff=2 * h, dropout=0.0,
+                    norm_first=norm_first))
+       for norm_first in (False, True)},
 }
 
 

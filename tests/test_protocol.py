@@ -27,8 +27,9 @@ def test_forward_start_and_step_follow_the_protocol(name):
     assert isinstance(step, Step) and step.logits.shape == (3, TGT_VOCAB)
     if name == "rnn":
         assert out.weights is None and step.weights is None
-    else:
-        assert out.weights.shape == (3, 4, 5) and step.weights.shape == (3, 5)
+    else:  # (B, T, S) for one attention, (B, T, layers, heads, S) for the Transformer
+        assert out.weights.shape[:2] == (3, 4) and out.weights.shape[-1] == 5
+        assert step.weights.shape == (3, *out.weights.shape[2:])
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -57,10 +58,10 @@ def test_padded_source_positions_get_exactly_zero_weight_and_do_not_change_a_row
         alone = model(src[2:, :2], tgt_in[2:])
     assert torch.allclose(out.logits[2], alone.logits[0], atol=1e-5)
     if out.weights is not None:
-        padding = (src == 0).unsqueeze(1).expand_as(out.weights)  # (B, T, S)
+        padding = (src == 0).view(3, *[1] * (out.weights.dim() - 2), 5).expand_as(out.weights)  # (B, T, ..., S)
         assert torch.equal(out.weights[padding], torch.zeros(int(padding.sum())))
         decoded = greedy_decode(model, src, max_len=6)
-        padding = (src == 0).unsqueeze(1).expand_as(decoded.weights)
+        padding = (src == 0).view(3, *[1] * (decoded.weights.dim() - 2), 5).expand_as(decoded.weights)
         assert torch.equal(decoded.weights[padding], torch.zeros(int(padding.sum())))
 
 
@@ -74,7 +75,8 @@ def test_gradients_reach_every_parameter(name):
 
 
 @pytest.mark.parametrize("name", ["rnn", "bahdanau", "luong-general-feed-global", "luong-dot-nofeed-global",
-                                  "luong-concat-feed-global", "luong-general-feed-local"])
+                                  "luong-concat-feed-global", "luong-general-feed-local", "transformer-pre",
+                                  "transformer-post"])
 def test_overfits_a_tiny_reversal_batch_and_every_decoder_reads_it_back(name):
     examples = reversal_examples(16, seed=3)
     vocabs = data.build_vocabs(examples)

@@ -22,6 +22,8 @@ One module per chapter; import every checker from here, e.g.
   :func:`check_window_average`, :func:`check_scaled_dot_product_attention`.
 - Chapter 5 (multi-head attention, :mod:`attnbook.exercises.multi_head`):
   :func:`check_split_heads`, :func:`check_merge_heads`.
+- Chapter 6 (the Transformer, :mod:`attnbook.exercises.transformer`):
+  :func:`check_positional_encoding`, :func:`check_causal_mask`.
 """
 
 from attnbook.exercises.bahdanau import check_additive_attention, check_masked_softmax
@@ -29,6 +31,7 @@ from attnbook.exercises.luong import check_local_p_window, check_luong_general_s
 from attnbook.exercises.multi_head import check_merge_heads, check_split_heads
 from attnbook.exercises.self_attention import check_window_average, check_scaled_dot_product_attention
 from attnbook.exercises.seq2seq import check_greedy_decode, check_teacher_forcing_inputs
+from attnbook.exercises.transformer import check_causal_mask, check_positional_encoding
 
 __all__ = [
     "check_teacher_forcing_inputs",
@@ -41,4 +44,6 @@ __all__ = [
     "check_scaled_dot_product_attention",
     "check_split_heads",
     "check_merge_heads",
+    "check_positional_encoding",
+    "check_causal_mask",
 ]
