@@ -230,12 +230,71 @@ def draw_multi_head(path: Path) -> None:
     plt.close(fig)
 
 
+def _stack(ax, x, y, width, blocks, repeat_label, label_side="left"):
+    """Boxes from the bottom up, each (label, colour, height), inside a frame marked ``N ×``; returns the box centres."""
+    centres, top = [], y
+    for label, colour, height in blocks:
+        _cell(ax, x, top + height / 2, label, colour, width=width, height=height)
+        centres.append(top + height / 2)
+        top += height + 0.25
+    frame = FancyBboxPatch((x - width / 2 - 0.25, y - 0.2), width + 0.5, top - y + 0.15,
+                           boxstyle="round,pad=0.02,rounding_size=0.15", facecolor="none", edgecolor="#888888",
+                           linewidth=1.0, linestyle="--")
+    ax.add_patch(frame)
+    label_x = x - width / 2 - 0.4 if label_side == "left" else x + width / 2 + 0.4
+    ax.text(label_x, (y + top) / 2, repeat_label, ha="right" if label_side == "left" else "left", va="center",
+            fontsize=10, color="#555555")
+    for lower, upper, (_, _, height_low), (_, _, height_up) in zip(centres, centres[1:], blocks, blocks[1:]):
+        _arrow(ax, (x, lower + height_low / 2), (x, upper - height_up / 2))
+    return centres, top
+
+
+def draw_transformer(path: Path) -> None:
+    """The whole model: an encoder stack and a decoder stack, each layer's sub-layers with residual + LayerNorm."""
+    fig, ax = plt.subplots(figsize=(9, 7.4))
+    width, add_norm = 2.6, ("add & LayerNorm", "#f2f2f2", 0.45)
+    encoder = [("multi-head self-attention", "#dbe9f6", 0.6), add_norm, ("feed-forward", "#e3f1dc", 0.6), add_norm]
+    decoder = [("masked multi-head\nself-attention", "#fde9c9", 0.75), add_norm,
+               ("multi-head cross-attention\n(keys, values: encoder output)", "#ead9f2", 0.75), add_norm,
+               ("feed-forward", "#e3f1dc", 0.6), add_norm]
+    ex, dx, base = 0.0, 4.6, 1.4
+    for x, label in ((ex, "source tokens"), (dx, "target tokens, shifted right (<bos> y₁ y₂ …)")):
+        ax.text(x, -0.5, label, ha="center", va="center", fontsize=9)
+        _cell(ax, x, 0.3, "embedding × √d_model\n+ positional encoding", "#eeeeee", width=width, height=0.6)
+        _arrow(ax, (x, -0.3), (x, 0.0))
+        _arrow(ax, (x, 0.6), (x, base))
+    enc_centres, enc_top = _stack(ax, ex, base, width, encoder, "N ×")
+    dec_centres, dec_top = _stack(ax, dx, base, width, decoder, "× N", label_side="right")
+    for centres, blocks, x in ((enc_centres, encoder, ex), (dec_centres, decoder, dx)):  # the residual paths
+        for sub, norm in zip(centres[0::2], centres[1::2]):
+            ax.annotate("", xy=(x + width / 2, norm), xytext=(x + width / 2, sub - 0.45),
+                        arrowprops=dict(arrowstyle="-|>", color="#b05050", linewidth=0.9,
+                                        connectionstyle="arc3,rad=-0.5"))
+    ax.text(ex + width / 2 + 0.55, enc_centres[0], "residual", fontsize=8, color="#b05050", rotation=90,
+            va="center")
+    memory_y = enc_top + 0.3
+    ax.text(ex, memory_y, "encoder output (memory)", ha="center", va="center", fontsize=9, color="#7a4d99")
+    _arrow(ax, (ex, enc_top - 0.1), (ex, memory_y - 0.15))
+    ax.annotate("", xy=(dx - width / 2, dec_centres[2]), xytext=(ex + 1.0, memory_y),
+                arrowprops=dict(arrowstyle="-|>", color="#7a4d99", linewidth=1.2, connectionstyle="arc3,rad=-0.2"))
+    _cell(ax, dx, dec_top + 0.5, "linear → softmax:\nnext-token probabilities", "#f6d6d6", width=width, height=0.6)
+    _arrow(ax, (dx, dec_top - 0.1), (dx, dec_top + 0.2))
+    ax.text(ex, enc_top + 1.5, "encoder", ha="center", fontsize=11, fontweight="bold", color="#2f5d8a")
+    ax.text(dx, dec_top + 1.2, "decoder", ha="center", fontsize=11, fontweight="bold", color="#8a6d3b")
+    ax.set_xlim(-2.6, dx + 2.2)
+    ax.set_ylim(-0.8, dec_top + 1.5)
+    ax.set_axis_off()
+    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
 FIGURES_TO_DRAW = {
     "additive_attention.svg": draw_additive_attention,
     "roadmap.svg": draw_roadmap,
     "encoder_decoder.svg": draw_encoder_decoder,
     "self_attention.svg": draw_self_attention,
     "multi_head.svg": draw_multi_head,
+    "transformer.svg": draw_transformer,
 }
 
 

@@ -50,6 +50,10 @@ def test_history_api():
     with pytest.raises(KeyError, match="unknown history key 'acc'"):
         history["acc"]
     assert repr(History()) == "History(0 epochs)"
+    steps_per_epoch = len(list(batches))
+    assert len(history.step_losses) == 2 * steps_per_epoch  # one loss per optimizer step
+    first_epoch = history.step_losses[:steps_per_epoch]
+    assert min(first_epoch) <= history["train_loss"][0] <= max(first_epoch)
 
 
 def test_evaluate_matches_a_direct_computation():

@@ -271,3 +271,18 @@ def test_causal_mask_checker_passes_right_solutions(solution, capsys):
 ])
 def test_causal_mask_checker_explains_typical_mistakes(wrong, fragment, capsys):
     checker_fails(check_causal_mask, wrong, capsys, fragment)
+
+
+def test_the_embeddings_are_initialised_in_a_fixed_order(monkeypatch):
+    drawn = []
+    normal = nn.init.normal_
+    monkeypatch.setattr(nn.init, "normal_", lambda tensor, *args, **kwargs: drawn.append(tensor) or normal(tensor, *args, **kwargs))
+    for _ in range(5):  # the order must not depend on where in memory the modules happen to live
+        drawn.clear()
+        model = Transformer(12, 11, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
+        assert drawn[0] is model.src_embedding.weight and drawn[1] is model.tgt_embedding.weight
+    torch.manual_seed(3)
+    first = Transformer(12, 11, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
+    torch.manual_seed(3)
+    second = Transformer(12, 11, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), second.state_dict().values()))

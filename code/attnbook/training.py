@@ -42,11 +42,12 @@ class History:
 
     ``history["exact_match"]`` is the list of one key over the epochs, ``history[i]`` the
     record of one epoch, ``history.last`` the last record, ``history.as_dict()`` all keys
-    as lists.
+    as lists. ``history.step_losses`` holds the training loss of every optimizer step.
     """
 
     def __init__(self, records: Iterable[dict] = ()) -> None:
         self.records: list[dict] = [dict(record) for record in records]
+        self.step_losses: list[float] = []
 
     def append(self, record: dict) -> None:
         self.records.append(dict(record))
@@ -131,7 +132,7 @@ def fit(
     show, history = _show_progress(progress), History()
     for epoch in range(1, epochs + 1):
         started = time.perf_counter()
-        train_loss = train_epoch(model, train, optimizer, scheduler, clip, label_smoothing)
+        train_loss = train_epoch(model, train, optimizer, scheduler, clip, label_smoothing, history.step_losses)
         seconds = time.perf_counter() - started
         metrics = evaluate(model, valid, max_len, decode) if valid is not None else dict.fromkeys(VALID_KEYS)
         history.append(dict(epoch=epoch, train_loss=train_loss, **metrics, seconds=seconds,
@@ -141,8 +142,9 @@ def fit(
     return history
 
 
-def train_epoch(model, train, optimizer, scheduler=None, clip: float | None = 1.0, label_smoothing: float = 0.0) -> float:
-    """One pass over ``train``; returns the mean loss per target token."""
+def train_epoch(model, train, optimizer, scheduler=None, clip: float | None = 1.0, label_smoothing: float = 0.0,
+                step_losses: list | None = None) -> float:
+    """One pass over ``train``; returns the mean loss per target token (each step's loss appended to ``step_losses``)."""
     model.train()
     total_loss, total_tokens = 0.0, 0
     for batch in train:
@@ -156,6 +158,8 @@ def train_epoch(model, train, optimizer, scheduler=None, clip: float | None = 1.
             scheduler.step()
         total_loss += loss.item() * tokens
         total_tokens += tokens
+        if step_losses is not None:
+            step_losses.append(loss.item())
     if total_tokens == 0:
         raise ValueError("train gave no batches with target tokens")
     return total_loss / total_tokens

@@ -285,7 +285,7 @@ class Transformer(nn.Module):
         self.generator = nn.Linear(d_model, tgt_vocab_size, bias=False)  # the pre-softmax linear transformation
         if share_embeddings:
             self.generator.weight = self.tgt_embedding.weight
-        for embedding in {self.src_embedding, self.tgt_embedding}:
+        for embedding in dict.fromkeys([self.src_embedding, self.tgt_embedding]):  # each once, in this order
             nn.init.normal_(embedding.weight, std=d_model ** -0.5)  # times √d_model: unit-variance inputs
 
     def embed(self, ids: Tensor, embedding: nn.Embedding, offset: int = 0) -> Tensor:
