@@ -255,7 +255,7 @@ def draw_transformer(path: Path) -> None:
     width, add_norm = 2.6, ("add & LayerNorm", "#f2f2f2", 0.45)
     encoder = [("multi-head self-attention", "#dbe9f6", 0.6), add_norm, ("feed-forward", "#e3f1dc", 0.6), add_norm]
     decoder = [("masked multi-head\nself-attention", "#fde9c9", 0.75), add_norm,
-               ("multi-head cross-attention\n(keys, values: encoder output)", "#ead9f2", 0.75), add_norm,
+               ("multi-head cross-attention\n(keys, values: encoder)", "#ead9f2", 0.75), add_norm,
                ("feed-forward", "#e3f1dc", 0.6), add_norm]
     ex, dx, base = 0.0, 4.6, 1.4
     for x, label in ((ex, "source tokens"), (dx, "target tokens, shifted right (<bos> y₁ y₂ …)")):
