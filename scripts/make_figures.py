@@ -230,6 +230,59 @@ def draw_multi_head(path: Path) -> None:
     plt.close(fig)
 
 
+def draw_bahdanau_luong(path: Path) -> None:
+    """One decoder step of Bahdanau et al. next to one of Luong et al.: what is scored, when, and where it goes."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 6.2))
+    annotation, state, attention, output = "#dbe9f6", "#fde9c9", "#ead9f2", "#f6d6d6"
+    # Bahdanau: the previous state is the query; the context enters the recurrent step
+    ax = left
+    _cell(ax, 0.0, 0.0, "$s_{i-1}$", state, width=1.0)
+    _cell(ax, 2.6, 0.0, "$h_1 \\dots h_S$", annotation, width=1.5)
+    _cell(ax, 1.3, 1.3, "$e_{ij} = v^\\top \\tanh(W s_{i-1} + U h_j)$", attention, width=3.6)
+    _arrow(ax, (0.0, 0.3), (0.6, 1.05))
+    _arrow(ax, (2.6, 0.3), (2.0, 1.05))
+    _cell(ax, 1.3, 2.4, "$\\alpha_i = \\mathrm{softmax}(e_i)$,  $c_i = \\sum_j \\alpha_{ij} h_j$", attention, width=3.9)
+    _arrow(ax, (1.3, 1.6), (1.3, 2.1))
+    _cell(ax, 0.6, 3.7, "$s_i = \\mathrm{GRU}([E y_{i-1}; c_i],\\, s_{i-1})$", state, width=3.5)
+    _arrow(ax, (1.3, 2.7), (1.0, 3.4))
+    ax.annotate("", xy=(-0.8, 3.45), xytext=(-0.3, 0.3),
+                arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=0.3"))
+    _cell(ax, 0.6, 5.0, "$p(y_i) = \\mathrm{softmax}(W_o [s_i; c_i; E y_{i-1}])$", output, width=3.9)
+    _arrow(ax, (0.6, 4.0), (0.6, 4.7))
+    ax.text(1.3, -0.95, "query: the previous state $s_{i-1}$\ncontext: computed before the recurrent step,\nand "
+            "fed into it", ha="center", va="center", fontsize=9, color="#555555")
+    ax.set_title("Bahdanau et al. (Chapter 2)", fontsize=11)
+    # Luong: the recurrent step first, then attention from the current state; h~ is fed to the next step
+    ax = right
+    _cell(ax, 0.4, 0.0, "$h_t = \\mathrm{GRU}([E y_{t-1}; \\tilde h_{t-1}],\\, h_{t-1})$", state, width=3.9)
+    _cell(ax, 3.3, 1.3, "$\\bar h_1 \\dots \\bar h_S$", annotation, width=1.5)
+    _cell(ax, 1.0, 1.3, "$\\mathrm{score}(h_t, \\bar h_s)$", attention, width=2.3)
+    _arrow(ax, (0.7, 0.3), (0.9, 1.05))
+    _arrow(ax, (2.55, 1.3), (2.15, 1.3))
+    _cell(ax, 1.0, 2.4, "$a_t = \\mathrm{softmax}$,  $c_t = \\sum_s a_t(s)\\, \\bar h_s$", attention, width=3.6)
+    _arrow(ax, (1.0, 1.6), (1.0, 2.1))
+    _cell(ax, 1.0, 3.7, "$\\tilde h_t = \\tanh(W_c [c_t; h_t])$", state, width=3.0)
+    _arrow(ax, (1.0, 2.7), (1.0, 3.4))
+    ax.annotate("", xy=(-0.3, 3.45), xytext=(-0.5, 0.3),
+                arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=-0.35"))
+    _cell(ax, 1.0, 5.0, "$p(y_t) = \\mathrm{softmax}(W_s \\tilde h_t)$", output, width=3.2)
+    _arrow(ax, (1.0, 4.0), (1.0, 4.7))
+    ax.annotate("", xy=(2.4, -0.1), xytext=(2.5, 3.7),
+                arrowprops=dict(arrowstyle="-|>", color="#b05050", linestyle="--", linewidth=1.2,
+                                connectionstyle="arc3,rad=-0.6"))
+    ax.text(4.55, 3.1, "input feeding:\n$\\tilde h_t$ joins the\nnext step's input", ha="center", va="center",
+            fontsize=9, color="#b05050")
+    ax.text(1.3, -0.95, "query: the current state $h_t$\ncontext: computed after the recurrent step,\nand "
+            "combined with it for the output", ha="center", va="center", fontsize=9, color="#555555")
+    ax.set_title("Luong et al. (this chapter)", fontsize=11)
+    for ax in (left, right):
+        ax.set_xlim(-2.3, 5.4)
+        ax.set_ylim(-1.5, 5.6)
+        ax.set_axis_off()
+    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
 def _stack(ax, x, y, width, blocks, repeat_label, label_side="left"):
     """Boxes from the bottom up, each (label, colour, height), inside a frame marked ``N ×``; returns the box centres."""
     centres, top = [], y
@@ -295,6 +348,7 @@ FIGURES_TO_DRAW = {
     "self_attention.svg": draw_self_attention,
     "multi_head.svg": draw_multi_head,
     "transformer.svg": draw_transformer,
+    "bahdanau_luong.svg": draw_bahdanau_luong,
 }
 
 

@@ -78,6 +78,8 @@ def test_build_sizes():
     assert model.encoder.pack and model.decoder.mask_padding
     assert model.decoder.cell.input_size == 8 + 32
     assert model.decoder.out.in_features == 16 + 32 + 8 and model.decoder.out.out_features == 15
+    narrow = BahdanauSeq2Seq.build(20, 15, embed_dim=8, hidden_size=16, attention_dim=6, encoder_hidden_size=8)
+    assert narrow.encoder.output_size == 16 and narrow.decoder.encoder_size == 16 and narrow.decoder.hidden_size == 16
 
 
 def test_errors():

@@ -4,6 +4,8 @@ import datetime
 import re
 
 import pytest
+
+from attnbook import data
 import torch
 
 from attnbook.data import (
@@ -474,3 +476,22 @@ def test_batches_of_no_examples_is_an_error(tiny):
     _, source_vocab, target_vocab = tiny
     with pytest.raises(ValueError, match=r"Batches needs at least one example, got an empty list"):
         Batches([], source_vocab, target_vocab, batch_size=4)
+
+
+def test_translation_task_reorders_as_documented():
+    examples = data.translation_task(300, seed=4)
+    assert examples == data.translation_task(300, seed=4) and examples != data.translation_task(300, seed=5)
+    table = {word: translation for kind in data.TRANSLATION_WORDS.values() for word, translation in kind.items()}
+    verbs, adjectives = data.TRANSLATION_WORDS["verb"], data.TRANSLATION_WORDS["adjective"]
+    for example in examples:
+        words = example.source.split()
+        verb_at = next(i for i, word in enumerate(words) if word in verbs)
+        subject, obj = words[:verb_at], words[verb_at + 1:]
+        expected = [table[w] for w in subject[::-1]] + [table[w] for w in obj[::-1]] + [table[words[verb_at]]]
+        assert example.target.split() == expected
+        assert all(len(phrase) in (1, 2) and (len(phrase) == 1 or phrase[0] in adjectives) for phrase in (subject, obj))
+    with_adjectives = sum(len(e.source.split()) for e in examples) / len(examples)
+    assert 3.7 < with_adjectives < 4.3  # about half of the noun phrases have an adjective
+    assert all(len(e.source.split()) == 3 for e in data.translation_task(20, adjective_rate=0.0))
+    with pytest.raises(ValueError, match="adjective_rate must be in \\[0, 1\\], got 1.5"):
+        data.translation_task(3, adjective_rate=1.5)

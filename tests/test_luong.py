@@ -9,7 +9,8 @@ import torch
 from attnbook.attention import LocalPAttention, local_p_window
 from attnbook.luong import InputFeedingDecoder, LuongDecoder, LuongOutput, LuongSeq2Seq, LuongState
 from attnbook.rnn import Encoder
-from conftest import padded_batch, tiny
+from attnbook.exercises import check_luong_step
+from conftest import checker_fails, checker_passes, padded_batch, tiny
 
 
 @pytest.mark.parametrize("feed", ["feed", "nofeed"])
@@ -131,3 +132,63 @@ def test_errors():
         model.step(tiny("bahdanau").start(src), tgt_in[:, 0])
     with pytest.raises(TypeError, match=r"src_mask must be a bool tensor \(True = may attend\)"):
         model.decoder.start(torch.randn(3, 5, 12), torch.randn(3, 12), torch.ones(3, 5))
+
+
+# ================================================================ check_luong_step
+
+
+def _step_by_einsum(embedded, hidden, attentional, annotations, mask, cell, W_a, W_c, W_s):
+    h = cell(torch.cat([embedded, attentional], -1), hidden)
+    scores = torch.einsum("bh,hk,bsk->bs", h, W_a, annotations).masked_fill(~mask, float("-inf"))
+    w = torch.softmax(scores, -1)
+    c = torch.einsum("bs,bsh->bh", w, annotations)
+    a = torch.tanh(torch.cat([c, h], -1) @ W_c.T)
+    return a @ W_s.T, h, a, w
+
+
+def _step_by_matmul(embedded, hidden, attentional, annotations, mask, cell, W_a, W_c, W_s):
+    h = cell(torch.cat((embedded, attentional), dim=1), hidden)
+    scores = (annotations @ (W_a.T @ h.unsqueeze(-1))).squeeze(-1)  # (B, S)
+    w = torch.softmax(scores.masked_fill(~mask, -1e9), dim=1)
+    c = (w.unsqueeze(1) @ annotations).squeeze(1)
+    a = torch.tanh(W_c[:, : c.size(1)] @ c.T + W_c[:, c.size(1):] @ h.T).T  # W_c split into its two halves
+    return (W_s @ a.T).T, h, a, w
+
+
+@pytest.mark.parametrize("solution", [_step_by_einsum, _step_by_matmul])
+def test_luong_step_checker_passes_right_solutions(solution, capsys):
+    checker_passes(check_luong_step, solution, capsys)
+
+
+def _step_with(**mistake):
+    def step(embedded, hidden, attentional, annotations, mask, cell, W_a, W_c, W_s):
+        h = cell(torch.cat([embedded, attentional], -1), hidden)
+        q = hidden if mistake.get("old_query") else h
+        W = W_a.T if mistake.get("transposed") else W_a
+        scores = torch.einsum("bh,hk,bsk->bs", q, W, annotations)
+        w = torch.softmax(scores if mistake.get("unmasked") else scores.masked_fill(~mask, float("-inf")), -1)
+        c = torch.einsum("bs,bsh->bh", w, annotations)
+        pair = torch.cat([h, c] if mistake.get("swapped") else [c, h], -1)
+        a = pair @ W_c.T if mistake.get("no_tanh") else torch.tanh(pair @ W_c.T)
+        logits = (h if mistake.get("logits_from_h") else a) @ W_s.T
+        return (logits, a, h, w) if mistake.get("order") else (logits, h, a, w)
+    return step
+
+
+def _no_input_feeding(embedded, hidden, attentional, annotations, mask, cell, W_a, W_c, W_s):
+    h = cell(embedded, hidden)
+    return _step_by_einsum(embedded, h, attentional, annotations, mask, cell, W_a, W_c, W_s)
+
+
+@pytest.mark.parametrize(("wrong", "fragment"), [
+    (_step_with(old_query=True), "the query is the *new* state h_t"),
+    (_step_with(transposed=True), "W_a is used transposed"),
+    (_step_with(unmasked=True), "the padded source positions got weight"),
+    (_step_with(swapped=True), "the context first"),
+    (_step_with(no_tanh=True), "the tanh is missing"),
+    (_step_with(logits_from_h=True), "the logits come from the attentional state"),
+    (_step_with(order=True), "in this order: h_t, then h̃_t"),
+    (_no_input_feeding, "with input feeding, concatenate the embedding and the previous attentional state"),
+])
+def test_luong_step_checker_explains_typical_mistakes(wrong, fragment, capsys):
+    checker_fails(check_luong_step, wrong, capsys, fragment)

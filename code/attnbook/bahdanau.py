@@ -106,9 +106,10 @@ class BahdanauSeq2Seq(EncoderDecoder):
     @classmethod
     def build(cls, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 32, hidden_size: int = 64,
               attention_dim: int = 64, bidirectional: bool = True, pad_id: int = 0,
-              mask_padding: bool = True) -> "BahdanauSeq2Seq":
-        """Encoder (``hidden_size`` per direction) and decoder (state ``hidden_size``) with matching sizes."""
-        encoder = Encoder(src_vocab_size, embed_dim, hidden_size, bidirectional, pad_id, pack=True)
+              mask_padding: bool = True, encoder_hidden_size: int | None = None) -> "BahdanauSeq2Seq":
+        """Encoder (``encoder_hidden_size`` per direction, default ``hidden_size``) and decoder (state ``hidden_size``)."""
+        encoder_hidden_size = hidden_size if encoder_hidden_size is None else encoder_hidden_size
+        encoder = Encoder(src_vocab_size, embed_dim, encoder_hidden_size, bidirectional, pad_id, pack=True)
         decoder = BahdanauDecoder(tgt_vocab_size, embed_dim, hidden_size, encoder.output_size, attention_dim,
                                   pad_id, mask_padding)
         return cls(encoder, decoder, pad_id)

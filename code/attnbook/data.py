@@ -8,6 +8,8 @@ Every chapter trains on data made here, from explicit seeds, with no downloads:
   (:func:`reversal_task`, :func:`copy_task`, :func:`sequence_splits`).
 - **Word-level sentences** for self-attention (Chapter 4): "bat" in two senses
   (:func:`sense_task`) and what "it" refers to (:func:`referent_task`).
+- **A toy translation** with word reordering (Chapter 3): "big dog sees cat" -> "kav gro mir vid",
+  adjectives after their nouns and the verb last (:func:`translation_task`).
 
 All tasks are character level: an :class:`Example` is a pair of strings, a
 :class:`Vocab` turns the characters of a string into integer ids and back, and
@@ -58,6 +60,8 @@ __all__ = [
     "ANIMAL_ADJECTIVES",
     "PLACE_ADJECTIVES",
     "referent_task",
+    "TRANSLATION_WORDS",
+    "translation_task",
     "referent_sentences",
 ]
 
@@ -918,3 +922,49 @@ def referent_sentences() -> list[Example]:
 def _referent(animal: str, place: str, adjective: str) -> Example:
     referent = animal if adjective in ANIMAL_ADJECTIVES else place
     return Example(f"the {animal} didn't cross the {place} because it was too {adjective}", referent)
+
+
+# --------------------------------------------------------------------------------------
+# Task 4: a toy translation with word reordering (Chapter 3)
+# --------------------------------------------------------------------------------------
+
+#: The toy language pair: English words and their made-up translations, by part of speech.
+TRANSLATION_WORDS = {
+    "adjective": {"big": "gro", "small": "pit", "old": "ves", "young": "nal", "red": "rub", "black": "zen"},
+    "noun": {"dog": "kav", "cat": "mir", "bird": "tul", "fox": "ros", "horse": "pel", "fish": "nem", "goat": "dar",
+             "mouse": "sus"},
+    "verb": {"sees": "vid", "likes": "lub", "chases": "gon", "finds": "naj", "helps": "pom", "follows": "sle"},
+}
+
+
+def translation_task(n: int, seed: int = 0, adjective_rate: float = 0.5) -> list[Example]:
+    """Sentences "[adjective] noun verb [adjective] noun" and their translation into a made-up language.
+
+    The target language puts the verb last (subject, object, verb, where English has subject, verb,
+    object) and the adjective after its noun, so the alignment between the two is not monotonic: the
+    verb jumps to the end, and each noun phrase is read backwards.
+
+    Args:
+        n: number of examples. seed: seed of the draws. adjective_rate: probability that a noun has an
+            adjective.
+
+    Returns:
+        ``n`` examples such as ``Example("big dog sees cat", "kav gro mir vid")``.
+    """
+    checks.non_negative_int(n=n)
+    if not 0.0 <= adjective_rate <= 1.0:
+        raise ValueError(f"adjective_rate must be in [0, 1], got {adjective_rate!r}")
+    words = {kind: sorted(table) for kind, table in TRANSLATION_WORDS.items()}
+
+    def phrase(rng: random.Random) -> tuple[list[str], list[str]]:
+        noun = rng.choice(words["noun"])
+        if rng.random() < adjective_rate:
+            adjective = rng.choice(words["adjective"])
+            return [adjective, noun], [TRANSLATION_WORDS["noun"][noun], TRANSLATION_WORDS["adjective"][adjective]]
+        return [noun], [TRANSLATION_WORDS["noun"][noun]]
+
+    def sentence(rng: random.Random) -> Example:
+        (subject, subject_t), verb, (obj, obj_t) = phrase(rng), rng.choice(words["verb"]), phrase(rng)
+        return Example(" ".join(subject + [verb] + obj), " ".join(subject_t + obj_t + [TRANSLATION_WORDS["verb"][verb]]))
+
+    return _draw(n, seed, sentence)

@@ -17,7 +17,7 @@ One module per chapter; import every checker from here, e.g.
 - Chapter 2 (Bahdanau attention, :mod:`attnbook.exercises.bahdanau`):
   :func:`check_masked_softmax`, :func:`check_additive_attention`.
 - Chapter 3 (Luong attention, :mod:`attnbook.exercises.luong`):
-  :func:`check_luong_general_score`, :func:`check_local_p_window`.
+  :func:`check_luong_general_score`, :func:`check_luong_step`, :func:`check_local_p_window`.
 - Chapter 4 (self-attention, :mod:`attnbook.exercises.self_attention`):
   :func:`check_window_average`, :func:`check_scaled_dot_product_attention`.
 - Chapter 5 (multi-head attention, :mod:`attnbook.exercises.multi_head`):
@@ -27,7 +27,7 @@ One module per chapter; import every checker from here, e.g.
 """
 
 from attnbook.exercises.bahdanau import check_additive_attention, check_masked_softmax
-from attnbook.exercises.luong import check_local_p_window, check_luong_general_score
+from attnbook.exercises.luong import check_local_p_window, check_luong_general_score, check_luong_step
 from attnbook.exercises.multi_head import check_merge_heads, check_split_heads
 from attnbook.exercises.self_attention import check_window_average, check_scaled_dot_product_attention
 from attnbook.exercises.seq2seq import check_greedy_decode, check_teacher_forcing_inputs
@@ -39,6 +39,7 @@ __all__ = [
     "check_masked_softmax",
     "check_additive_attention",
     "check_luong_general_score",
+    "check_luong_step",
     "check_local_p_window",
     "check_window_average",
     "check_scaled_dot_product_attention",

@@ -2,6 +2,8 @@
 
 - :func:`check_luong_general_score`: Luong et al.'s ``general`` score ``h_tᵀ W_a h̄_j`` for
   every source position.
+- :func:`check_luong_step`: one step of Luong's decoder with input feeding.
+- :func:`check_local_p_window`: the Gaussian window of local-p attention.
 
 Import them from :mod:`attnbook.exercises`; how a checker reports is described there.
 The reference is :class:`attnbook.attention.GeneralScore`.
@@ -10,10 +12,12 @@ The reference is :class:`attnbook.attention.GeneralScore`.
 import math
 
 import torch
+from torch import nn
 
+from attnbook.attention import masked_softmax
 from attnbook.exercises._checking import Case, checker, close, compare
 
-__all__ = ["check_luong_general_score", "check_local_p_window"]
+__all__ = ["check_luong_general_score", "check_luong_step", "check_local_p_window"]
 
 
 # ====================================================== chapter 3: the general score
@@ -246,6 +250,120 @@ def check_local_p_window(fn) -> bool:
 
     The cases have a window in the middle, windows cut by either end of the source, a centre
     between two positions, and different ``D``.
+
+    Returns True if every case passed.
+    """
+
+
+# ============================================================ chapter 3: one decoder step with input feeding
+
+
+_STEP_ITEMS = ("logits", "hidden", "attentional", "weights")
+
+
+def _step_cases() -> list[Case]:
+    specs = [(3, 4, 6, 5, 7, [5, 3, 1]), (2, 5, 4, 6, 9, [6, 6]), (1, 3, 5, 4, 6, None)]  # B, E, H, S, V, lengths
+    cases = []
+    with torch.random.fork_rng():  # the learner's random state stays as it was
+        torch.manual_seed(33)
+        for batch, embed, hidden_size, length, vocab, lengths in specs:
+            args = (torch.randn(batch, embed), torch.randn(batch, hidden_size), torch.tanh(torch.randn(batch, hidden_size)),
+                    torch.randn(batch, length, hidden_size),
+                    torch.ones(batch, length, dtype=torch.bool) if lengths is None
+                    else torch.arange(length) < torch.tensor(lengths).view(-1, 1),
+                    nn.GRUCell(embed + hidden_size, hidden_size), torch.randn(hidden_size, hidden_size) / hidden_size**0.5,
+                    torch.randn(hidden_size, 2 * hidden_size) / (2 * hidden_size)**0.5,
+                    torch.randn(vocab, hidden_size) / hidden_size**0.5)
+            padding = "no padding" if lengths is None else f"source lengths {lengths}"
+            cases.append(Case(f"B={batch}, E={embed}, H={hidden_size}, S={length}, V={vocab}; {padding}", args=args,
+                              arg_names=("embedded", "hidden", "attentional", "annotations", "mask", "cell", "W_a",
+                                         "W_c", "W_s"),
+                              expected=_luong_step(*args), info=dict(B=batch, E=embed, H=hidden_size, S=length, V=vocab)))
+    return cases
+
+
+def _luong_step(embedded, hidden, attentional, annotations, mask, cell, W_a, W_c, W_s, query="new", order="ch",
+                squash=True, transposed=False, masked=True, logits_from="attentional"):
+    """The reference step; the keyword arguments rebuild the typical mistakes."""
+    with torch.no_grad():
+        h_t = cell(torch.cat([embedded, attentional], dim=-1), hidden)  # (B, H): input feeding
+        q = h_t if query == "new" else hidden
+        keys = annotations @ (W_a if transposed else W_a.T)  # (B, S, H): W_a h̄_s for every s
+        scores = (keys @ q.unsqueeze(-1)).squeeze(-1)  # (B, S)
+        weights = masked_softmax(scores, mask if masked else None)  # (B, S)
+        context = (weights.unsqueeze(1) @ annotations).squeeze(1)  # (B, H)
+        pair = torch.cat([context, h_t] if order == "ch" else [h_t, context], dim=-1)  # (B, 2H)
+        new_attentional = pair @ W_c.T
+        new_attentional = torch.tanh(new_attentional) if squash else new_attentional  # (B, H)
+        logits = (new_attentional if logits_from == "attentional" else h_t) @ W_s.T  # (B, V)
+    return logits, h_t, new_attentional, weights
+
+
+_STEP_MISTAKES = [  # (keyword arguments of _luong_step, the item they change first, hint)
+    (dict(query="old"), "weights", "the query is the *new* state h_t, after the GRU step: Luong et al. score the current "
+                                   "state (scoring h_{t-1} is Bahdanau's order)"),
+    (dict(transposed=True), "weights", "W_a is used transposed: the score is h_tᵀ W_a h̄_s, i.e. annotations @ W_a.T "
+                                       "gives W_a h̄_s for every s"),
+    (dict(masked=False), "weights", "the padded source positions got weight: pass the mask to the softmax "
+                                    "(masked positions exactly 0)"),
+    (dict(order="hc"), "attentional", "the order of the concatenation matters: h̃_t = tanh(W_c [c_t; h_t]), the "
+                                      "context first"),
+    (dict(squash=False), "attentional", "h̃_t = tanh(W_c [c_t; h_t]): the tanh is missing"),
+    (dict(logits_from="hidden"), "logits", "the logits come from the attentional state: W_s h̃_t, not W_s h_t"),
+]
+
+
+def _compare_step(got, case: Case) -> str | None:
+    problem = compare(got, case.expected, "the output", item_names=_STEP_ITEMS)
+    if problem is None or not (isinstance(got, (tuple, list)) and len(got) == 4
+                               and all(isinstance(x, torch.Tensor) for x in got)):
+        return problem
+    got = {name: value.detach() for name, value in zip(_STEP_ITEMS, got)}
+    expected = dict(zip(_STEP_ITEMS, case.expected))
+    if not close(got["hidden"], expected["hidden"]):
+        if close(got["hidden"], expected["attentional"]) or close(got["attentional"], expected["hidden"]):
+            return f"{problem}\nhint: return (logits, hidden, attentional, weights) in this order: h_t, then h̃_t"
+        return (f"{problem}\nhint: the new state is h_t = cell([E y_(t-1); h̃_(t-1)], h_(t-1)): concatenate the "
+                "embedding with the previous attentional state (input feeding), in this order")
+    for mistake, item, hint in _STEP_MISTAKES:
+        wrong = dict(zip(_STEP_ITEMS, _luong_step(*case.args, **mistake)))
+        if not close(got[item], expected[item]) and close(got[item], wrong[item]):
+            return f"{problem}\nhint: {hint}"
+    return problem
+
+
+def _step_error_hint(problem: str, case: Case) -> str:
+    info = case.info
+    if ("mat1 and mat2" in problem and f"x{info['E']}" in problem) or (
+            "inconsistent input_size" in problem and f"got {info['E']} " in problem):
+        return (f"the cell reads [E y_(t-1); h̃_(t-1)], E + H = {info['E'] + info['H']} numbers: with input feeding, "
+                "concatenate the embedding and the previous attentional state before the GRU step")
+    return ""
+
+
+@checker("Luong decoder step", _step_cases, _compare_step, error_hint=_step_error_hint,
+         shape_hint="embedded (B, E) = ({B}, {E}), hidden and attentional (B, H) = ({B}, {H}), annotations (B, S, H) = "
+                    "({B}, {S}, {H}), W_a (H, H), W_c (H, 2H), W_s (V, H) = ({V}, {H})",
+         summary="padding and no padding; B, E, H, S, V all different; a non-symmetric W_a")
+def check_luong_step(fn) -> bool:
+    """Check ``fn(embedded, hidden, attentional, annotations, mask, cell, W_a, W_c, W_s)``, one step of Luong's
+    decoder with input feeding and *general* scores, returning ``(logits, hidden, attentional, weights)``::
+
+        h_t      = cell([E y_(t-1); h̃_(t-1)], h_(t-1))       input feeding: the previous h̃ joins the input
+        score_s  = h_tᵀ W_a h̄_s                               the *current* state is the query
+        a_t      = softmax(scores), 0 where mask is False
+        c_t      = Σ_s a_t(s) h̄_s
+        h̃_t      = tanh(W_c [c_t; h_t])                       the context first
+        logits_t = W_s h̃_t
+
+    ``cell`` is an ``nn.GRUCell(E + H, H)``, called as ``cell(input, h_(t-1))``; the matrices are used as given,
+    so ``W_a h̄_s`` is ``annotations @ W_a.T``, ``W_c [c; h]`` is ``torch.cat([c, h], -1) @ W_c.T`` and
+    ``W_s h̃`` is ``h̃ @ W_s.T``.
+
+    Shapes:
+        embedded ``(B, E)``; hidden, attentional ``(B, H)``; annotations ``(B, S, H)``; mask ``(B, S)`` bool
+        (True = a real source position); W_a ``(H, H)``; W_c ``(H, 2H)``; W_s ``(V, H)``.
+        returns: logits ``(B, V)``, hidden ``(B, H)``, attentional ``(B, H)``, weights ``(B, S)``.
 
     Returns True if every case passed.
     """
