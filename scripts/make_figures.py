@@ -245,10 +245,13 @@ def draw_bahdanau_luong(path: Path) -> None:
     _arrow(ax, (1.3, 1.6), (1.3, 2.1))
     _cell(ax, 0.6, 3.7, "$s_i = \\mathrm{GRU}([E y_{i-1}; c_i],\\, s_{i-1})$", state, width=3.5)
     _arrow(ax, (1.3, 2.7), (1.0, 3.4))
-    ax.annotate("", xy=(-0.8, 3.45), xytext=(-0.3, 0.3),
-                arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=0.3"))
+    ax.annotate("", xy=(-1.0, 3.45), xytext=(-0.5, 0.0),
+                arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=-0.35"))
     _cell(ax, 0.6, 5.0, "$p(y_i) = \\mathrm{softmax}(W_o [s_i; c_i; E y_{i-1}])$", output, width=3.9)
     _arrow(ax, (0.6, 4.0), (0.6, 4.7))
+    ax.annotate("", xy=(2.3, 4.7), xytext=(3.1, 2.55),
+                arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=0.3"))
+    ax.text(3.2, 3.8, "$c_i$", ha="left", va="center", fontsize=9, color="#445566")
     ax.text(1.3, -0.95, "query: the previous state $s_{i-1}$\ncontext: computed before the recurrent step,\nand "
             "fed into it", ha="center", va="center", fontsize=9, color="#555555")
     ax.set_title("Bahdanau et al. (Chapter 2)", fontsize=11)
@@ -267,10 +270,10 @@ def draw_bahdanau_luong(path: Path) -> None:
                 arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=-0.35"))
     _cell(ax, 1.0, 5.0, "$p(y_t) = \\mathrm{softmax}(W_s \\tilde h_t)$", output, width=3.2)
     _arrow(ax, (1.0, 4.0), (1.0, 4.7))
-    ax.annotate("", xy=(2.4, -0.1), xytext=(2.5, 3.7),
-                arrowprops=dict(arrowstyle="-|>", color="#b05050", linestyle="--", linewidth=1.2,
-                                connectionstyle="arc3,rad=-0.6"))
-    ax.text(4.55, 3.1, "input feeding:\n$\\tilde h_t$ joins the\nnext step's input", ha="center", va="center",
+    _cell(ax, 4.3, 3.7, "next step:\n$h_{t+1}$", "#ffffff", width=1.3, height=0.75)
+    ax.annotate("", xy=(3.6, 3.7), xytext=(2.55, 3.7),
+                arrowprops=dict(arrowstyle="-|>", color="#b05050", linestyle="--", linewidth=1.2))
+    ax.text(4.3, 4.55, "input feeding:\n$\\tilde h_t$ joins the\nnext step's input", ha="center", va="center",
             fontsize=9, color="#b05050")
     ax.text(1.3, -0.95, "query: the current state $h_t$\ncontext: computed after the recurrent step,\nand "
             "combined with it for the output", ha="center", va="center", fontsize=9, color="#555555")

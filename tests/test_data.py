@@ -495,3 +495,25 @@ def test_translation_task_reorders_as_documented():
     assert all(len(e.source.split()) == 3 for e in data.translation_task(20, adjective_rate=0.0))
     with pytest.raises(ValueError, match="adjective_rate must be in \\[0, 1\\], got 1.5"):
         data.translation_task(3, adjective_rate=1.5)
+
+
+def test_translation_alignment_points_every_letter_at_the_word_it_translates():
+    table = {word: translation for kind in data.TRANSLATION_WORDS.values() for word, translation in kind.items()}
+    aligned = data.translation_alignment(data.Example("big dog sees cat", "kav gro mir vid"))
+    assert aligned == [(4, 7, False)] * 3 + [None] + [(0, 3, False)] * 3 + [None] + [(13, 16, False)] * 3 + [None] \
+        + [(8, 12, True)] * 3
+    for example in data.translation_task(200, seed=6):
+        aligned = data.translation_alignment(example)
+        assert len(aligned) == len(example.target)
+        for character, item, word in zip(example.target, aligned, _word_of_each_character(example.target)):
+            assert (item is None) == (character == " ")
+            if item is not None:
+                begin, end, is_verb = item
+                assert table[example.source[begin:end]] == word
+                assert is_verb == (example.source[begin:end] in data.TRANSLATION_WORDS["verb"])
+    with pytest.raises(ValueError, match="not a sentence of translation_task"):
+        data.translation_alignment(data.Example("dog cat", "kav mir"))
+
+
+def _word_of_each_character(text):
+    return [word for word in text.split(" ") for _ in word + " "][:len(text)]

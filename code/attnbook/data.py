@@ -62,6 +62,7 @@ __all__ = [
     "referent_task",
     "TRANSLATION_WORDS",
     "translation_task",
+    "translation_alignment",
     "referent_sentences",
 ]
 
@@ -968,3 +969,30 @@ def translation_task(n: int, seed: int = 0, adjective_rate: float = 0.5) -> list
         return Example(" ".join(subject + [verb] + obj), " ".join(subject_t + obj_t + [TRANSLATION_WORDS["verb"][verb]]))
 
     return _draw(n, seed, sentence)
+
+
+def translation_alignment(example: Example) -> list[tuple[int, int, bool] | None]:
+    """For every target character of a :func:`translation_task` example, the source word it translates.
+
+    Returns one item per target character: ``(begin, end, is_verb)``, the character span
+    ``source[begin:end]`` of the source word that the character's word translates, or ``None`` for a
+    space. For ``"big dog sees cat" -> "kav gro mir vid"`` the letters of ``kav`` get the span of
+    ``dog``, those of ``vid`` the span of ``sees`` (with ``is_verb`` True).
+
+    Raises:
+        ValueError: if the example is not a sentence of :func:`translation_task`.
+    """
+    words, targets = example.source.split(" "), example.target.split(" ")
+    verbs = [i for i, word in enumerate(words) if word in TRANSLATION_WORDS["verb"]]
+    if len(verbs) != 1 or len(words) != len(targets):
+        raise ValueError(f"not a sentence of translation_task: {example!r}")
+    verb = verbs[0]
+    order = list(range(verb))[::-1] + list(range(verb + 1, len(words)))[::-1] + [verb]  # source word of each target word
+    starts = [sum(len(word) + 1 for word in words[:i]) for i in range(len(words))]  # where each source word begins
+    aligned: list[tuple[int, int, bool] | None] = []
+    for position, (target_word, source_word) in enumerate(zip(targets, order)):
+        if position:
+            aligned.append(None)  # the space before this word
+        span = (starts[source_word], starts[source_word] + len(words[source_word]), source_word == verb)
+        aligned += [span] * len(target_word)
+    return aligned
