@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from attnbook.bahdanau import BahdanauDecoder, BahdanauSeq2Seq, BahdanauState
+from attnbook.exercises import check_bahdanau_step
 from attnbook.rnn import Encoder
-from conftest import padded_batch, tiny
+from conftest import checker_fails, checker_passes, padded_batch, tiny
 
 
 def test_state_holds_what_is_computed_once_per_sentence():
@@ -111,3 +112,87 @@ def test_errors():
         model.decoder.start(torch.randn(3, 5, 12), torch.randn(3, 12), src != 0)
     with pytest.raises(ValueError, match=r"src_mask has S=4 \(shape \(3, 4\)\) but annotations has S=5"):
         model.decoder.start(torch.randn(3, 5, 24), torch.randn(3, 24), torch.ones(3, 4, dtype=torch.bool))
+
+
+# ================================================================ check_bahdanau_step
+
+
+def _step_by_einsum(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o):
+    e = torch.einsum("bsk,k->bs", torch.tanh(torch.einsum("kh,bh->bk", W_a, hidden).unsqueeze(1)
+                                             + torch.einsum("ka,bsa->bsk", U_a, annotations)), v_a)
+    w = torch.softmax(e.masked_fill(~mask, float("-inf")), dim=-1)
+    c = torch.einsum("bs,bsa->ba", w, annotations)
+    s = cell(torch.cat([embedded, c], -1), hidden)
+    return torch.cat([s, c, embedded], -1) @ W_o.T, s, c, w
+
+
+def _step_by_loop(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o):
+    rows = []
+    for b in range(annotations.size(0)):  # one sentence at a time, the output layer split in three blocks
+        e = torch.stack([v_a @ torch.tanh(W_a @ hidden[b] + U_a @ h_j) for h_j in annotations[b]])
+        w = torch.where(mask[b], torch.exp(e - e[mask[b]].max()), torch.zeros(()))
+        rows.append(w / w.sum())
+    w = torch.stack(rows)
+    c = (w.unsqueeze(-1) * annotations).sum(dim=1)
+    s = cell(torch.cat([embedded, c], -1), hidden)
+    H, A = s.size(1), c.size(1)
+    logits = s @ W_o[:, :H].T + c @ W_o[:, H:H + A].T + embedded @ W_o[:, H + A:].T
+    return logits, s, c, w
+
+
+@pytest.mark.parametrize("solution", [_step_by_einsum, _step_by_loop])
+def test_bahdanau_step_checker_passes_right_solutions(solution, capsys):
+    checker_passes(check_bahdanau_step, solution, capsys)
+
+
+def _step_with(**mistake):
+    def step(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o):
+        part = (hidden @ W_a.T).unsqueeze(1) + annotations @ U_a.T
+        e = (part if mistake.get("no_tanh") else torch.tanh(part)) @ v_a
+        w = torch.softmax(e if mistake.get("unmasked") else e.masked_fill(~mask, float("-inf")), -1)
+        c = (w.unsqueeze(1) @ annotations).squeeze(1)
+        s = cell(torch.cat([c, embedded] if mistake.get("swapped") else [embedded, c], -1), hidden)
+        state = hidden if mistake.get("old_state_out") else s
+        return torch.cat([state, c, embedded], -1) @ W_o.T, s, c, w
+    return step
+
+
+def _luong_order(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o):
+    s = cell(torch.cat([embedded, torch.zeros(annotations.size(0), annotations.size(2))], -1), hidden)
+    return _step_by_einsum(embedded, s, annotations, mask, cell, W_a, U_a, v_a, W_o)[:1] + (s,) + \
+        _step_by_einsum(embedded, s, annotations, mask, cell, W_a, U_a, v_a, W_o)[2:]
+
+
+def _no_context_in_cell(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o):
+    s = cell(embedded, hidden)
+    return _step_by_einsum(embedded, s, annotations, mask, cell, W_a, U_a, v_a, W_o)
+
+
+@pytest.mark.parametrize(("wrong", "fragment"), [
+    (_step_with(no_tanh=True), "the tanh is missing"),
+    (_step_with(unmasked=True), "the padded source positions got weight"),
+    (_step_with(swapped=True), "the embedding first, then the context"),
+    (_step_with(old_state_out=True), "the output layer reads the *new* state"),
+    (_luong_order, "score the *previous* state s_(i-1)"),
+    (_no_context_in_cell, "concatenate the embedding and the context before the GRU step"),
+])
+def test_bahdanau_step_checker_explains_typical_mistakes(wrong, fragment, capsys):
+    checker_fails(check_bahdanau_step, wrong, capsys, fragment)
+
+
+def test_bahdanau_step_checker_reference_is_the_package_step():
+    model = tiny("bahdanau")
+    src, tgt_in = padded_batch()
+    decoder = model.decoder
+    state = model.start(src)
+    embedded = decoder.embedding(tgt_in[:, 0])
+    attention = decoder.attention
+    with torch.no_grad():
+        step = model.step(state, tgt_in[:, 0])
+        ours = _step_by_einsum(embedded, state.hidden, state.annotations, state.src_mask, decoder.cell,
+                               attention.query_proj.weight, attention.key_proj.weight,
+                               attention.score_proj.weight[0], decoder.out.weight)
+    logits = ours[0] + decoder.out.bias  # the exercise's W_o has no bias; the package's output layer has one
+    assert torch.allclose(step.state.hidden, ours[1], atol=1e-6)
+    assert torch.allclose(step.weights, ours[3], atol=1e-6)
+    assert torch.allclose(step.logits, logits, atol=1e-5)

@@ -15,7 +15,8 @@ One module per chapter; import every checker from here, e.g.
 - Chapter 1 (RNN encoder–decoder, :mod:`attnbook.exercises.seq2seq`):
   :func:`check_teacher_forcing_inputs`, :func:`check_greedy_decode`.
 - Chapter 2 (Bahdanau attention, :mod:`attnbook.exercises.bahdanau`):
-  :func:`check_masked_softmax`, :func:`check_additive_attention`.
+  :func:`check_masked_softmax`, :func:`check_additive_attention`,
+  :func:`check_bahdanau_step`.
 - Chapter 3 (Luong attention, :mod:`attnbook.exercises.luong`):
   :func:`check_luong_general_score`, :func:`check_luong_step`, :func:`check_local_p_window`.
 - Chapter 4 (self-attention, :mod:`attnbook.exercises.self_attention`):
@@ -26,7 +27,7 @@ One module per chapter; import every checker from here, e.g.
   :func:`check_positional_encoding`, :func:`check_causal_mask`.
 """
 
-from attnbook.exercises.bahdanau import check_additive_attention, check_masked_softmax
+from attnbook.exercises.bahdanau import check_additive_attention, check_bahdanau_step, check_masked_softmax
 from attnbook.exercises.luong import check_local_p_window, check_luong_general_score, check_luong_step
 from attnbook.exercises.multi_head import check_merge_heads, check_split_heads
 from attnbook.exercises.self_attention import check_window_average, check_scaled_dot_product_attention
@@ -38,6 +39,7 @@ __all__ = [
     "check_greedy_decode",
     "check_masked_softmax",
     "check_additive_attention",
+    "check_bahdanau_step",
     "check_luong_general_score",
     "check_luong_step",
     "check_local_p_window",

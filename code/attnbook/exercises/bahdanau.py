@@ -2,6 +2,7 @@
 
 - :func:`check_masked_softmax`: a softmax that gives masked positions zero weight.
 - :func:`check_additive_attention`: Bahdanau et al.'s additive attention, from its weights.
+- :func:`check_bahdanau_step`: one full step of Bahdanau et al.'s decoder.
 
 Import them from :mod:`attnbook.exercises`; how a checker reports is described there.
 The references are :func:`attnbook.attention.masked_softmax` and
@@ -9,12 +10,13 @@ The references are :func:`attnbook.attention.masked_softmax` and
 """
 
 import torch
+from torch import nn
 
 from attnbook.attention import masked_softmax
 from attnbook.exercises._checking import (MASKING_MISTAKES, Case, checker, close, compare, first_problem,
                                           non_finite_problem, softmax_with, weights_problem)
 
-__all__ = ["check_masked_softmax", "check_additive_attention"]
+__all__ = ["check_masked_softmax", "check_additive_attention", "check_bahdanau_step"]
 
 
 # ================================================================ chapter 2: masked softmax
@@ -327,6 +329,124 @@ def check_additive_attention(fn) -> bool:
 
     The cases have sizes that all differ (``B``, ``L``, ``d_q``, ``d_k``, ``h``), padding
     masks, ``mask=None``, a batch of one, and, last, a fully masked row.
+
+    Returns True if every case passed.
+    """
+
+
+# ================================================================ chapter 2: one decoder step
+
+
+_STEP_ITEMS = ("logits", "hidden", "context", "weights")
+
+
+def _step_cases() -> list[Case]:
+    specs = [(3, 4, 6, 10, 5, 7, 8, [5, 3, 1]), (2, 5, 4, 6, 6, 9, 3, [6, 6]), (1, 3, 5, 8, 4, 6, 7, None)]
+    cases = []  # B, E, H, A, S, V, h (the alignment network's width), source lengths
+    with torch.random.fork_rng():  # the learner's random state stays as it was
+        torch.manual_seed(22)
+        for batch, embed, hidden_size, annotation, length, vocab, width, lengths in specs:
+            args = (torch.randn(batch, embed), torch.tanh(torch.randn(batch, hidden_size)),
+                    torch.randn(batch, length, annotation),
+                    torch.ones(batch, length, dtype=torch.bool) if lengths is None
+                    else torch.arange(length) < torch.tensor(lengths).view(-1, 1),
+                    nn.GRUCell(embed + annotation, hidden_size),
+                    torch.randn(width, hidden_size) / hidden_size**0.5, torch.randn(width, annotation) / annotation**0.5,
+                    torch.randn(width), torch.randn(vocab, hidden_size + annotation + embed) / 4)
+            padding = "no padding" if lengths is None else f"source lengths {lengths}"
+            cases.append(Case(f"B={batch}, E={embed}, H={hidden_size}, A={annotation}, S={length}, V={vocab}, "
+                              f"h={width}; {padding}", args=args,
+                              arg_names=("embedded", "hidden", "annotations", "mask", "cell", "W_a", "U_a", "v_a", "W_o"),
+                              expected=_bahdanau_step(*args),
+                              info=dict(B=batch, E=embed, H=hidden_size, A=annotation, S=length, V=vocab, h=width)))
+    return cases
+
+
+def _bahdanau_step(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o, query="previous", order="ec",
+                   squash=True, masked=True, output_state="new"):
+    """The reference step; the keyword arguments rebuild the typical mistakes."""
+    with torch.no_grad():
+        if query == "new":  # a Luong-order step: the GRU first (reading the embedding only), then attention
+            return _bahdanau_step_luong_order(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o)
+        part = (hidden @ W_a.T).unsqueeze(1) + annotations @ U_a.T  # (B, S, h): W_a s_(i-1) + U_a h_j
+        scores = (torch.tanh(part) if squash else part) @ v_a  # (B, S)
+        weights = masked_softmax(scores, mask if masked else None)  # (B, S)
+        context = (weights.unsqueeze(1) @ annotations).squeeze(1)  # (B, A)
+        pair = [embedded, context] if order == "ec" else [context, embedded]
+        new_hidden = cell(torch.cat(pair, dim=-1), hidden)  # s_i: (B, H)
+        state = new_hidden if output_state == "new" else hidden
+        logits = torch.cat([state, context, embedded], dim=-1) @ W_o.T  # (B, V)
+    return logits, new_hidden, context, weights
+
+
+def _bahdanau_step_luong_order(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o):
+    zeros = annotations.new_zeros(annotations.size(0), annotations.size(2))
+    new_hidden = cell(torch.cat([embedded, zeros], dim=-1), hidden)
+    scores = torch.tanh((new_hidden @ W_a.T).unsqueeze(1) + annotations @ U_a.T) @ v_a
+    weights = masked_softmax(scores, mask)
+    context = (weights.unsqueeze(1) @ annotations).squeeze(1)
+    return torch.cat([new_hidden, context, embedded], dim=-1) @ W_o.T, new_hidden, context, weights
+
+
+_STEP_MISTAKES = [  # (keyword arguments of _bahdanau_step, the item they change first, hint)
+    (dict(squash=False), "weights", "the score is v_aᵀ tanh(W_a s_(i-1) + U_a h_j): the tanh is missing"),
+    (dict(masked=False), "weights", "the padded source positions got weight: pass the mask to the softmax "
+                                    "(masked positions exactly 0)"),
+    (dict(order="ce"), "hidden", "the cell reads [E y_(i-1); c_i], the embedding first, then the context"),
+    (dict(output_state="previous"), "logits", "the output layer reads the *new* state: W_o [s_i; c_i; E y_(i-1)]"),
+]
+
+
+def _compare_step(got, case: Case) -> str | None:
+    problem = compare(got, case.expected, "the output", item_names=_STEP_ITEMS)
+    if problem is None or not (isinstance(got, (tuple, list)) and len(got) == 4
+                               and all(isinstance(x, torch.Tensor) for x in got)):
+        return problem
+    got = {name: value.detach() for name, value in zip(_STEP_ITEMS, got)}
+    expected = dict(zip(_STEP_ITEMS, case.expected))
+    if got["weights"].shape == expected["weights"].shape and not close(got["weights"], expected["weights"]):
+        luong_order = _bahdanau_step(*case.args, query="new")
+        if close(got["weights"], luong_order[3]):
+            return (f"{problem}\nhint: score the *previous* state s_(i-1), before the GRU step: the context is an "
+                    "input of that step, so it must exist first")
+    for mistake, item, hint in _STEP_MISTAKES:
+        wrong = dict(zip(_STEP_ITEMS, _bahdanau_step(*case.args, **mistake)))
+        if not close(got[item], expected[item]) and close(got[item], wrong[item]):
+            return f"{problem}\nhint: {hint}"
+    return problem
+
+
+def _step_error_hint(problem: str, case: Case) -> str:
+    info = case.info
+    if "inconsistent input_size" in problem or ("mat1 and mat2" in problem and f"x{info['E']}" in problem):
+        return (f"the cell reads [E y_(i-1); c_i], E + A = {info['E'] + info['A']} numbers: concatenate the "
+                "embedding and the context before the GRU step")
+    return ""
+
+
+@checker("Bahdanau decoder step", _step_cases, _compare_step, error_hint=_step_error_hint,
+         shape_hint="embedded (B, E) = ({B}, {E}), hidden (B, H) = ({B}, {H}), annotations (B, S, A) = ({B}, {S}, {A}), "
+                    "W_a (h, H) = ({h}, {H}), U_a (h, A) = ({h}, {A}), v_a (h,), W_o (V, H + A + E) = "
+                    "({V}, {H} + {A} + {E})",
+         summary="padding and no padding; B, E, H, A, S, V, h all different")
+def check_bahdanau_step(fn) -> bool:
+    """Check ``fn(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o)``, one step of Bahdanau et al.'s
+    decoder, returning ``(logits, hidden, context, weights)``::
+
+        e_j    = v_aᵀ tanh(W_a s_(i-1) + U_a h_j)       the *previous* state is the query
+        α      = softmax(e), 0 where mask is False
+        c_i    = Σ_j α_j h_j
+        s_i    = cell([E y_(i-1); c_i], s_(i-1))        the context is an input of the recurrent step
+        logits = W_o [s_i; c_i; E y_(i-1)]
+
+    ``cell`` is an ``nn.GRUCell(E + A, H)``, called as ``cell(input, s_(i-1))``; the matrices are used as
+    given, like ``nn.Linear.weight``: ``W_a s`` is ``hidden @ W_a.T``, ``U_a h_j`` for every j is
+    ``annotations @ U_a.T``, and ``W_o x`` is ``x @ W_o.T``.
+
+    Shapes:
+        embedded ``(B, E)``; hidden ``(B, H)``; annotations ``(B, S, A)``; mask ``(B, S)`` bool (True = a real
+        source position); W_a ``(h, H)``; U_a ``(h, A)``; v_a ``(h,)``; W_o ``(V, H + A + E)``.
+        returns: logits ``(B, V)``, hidden ``(B, H)``, context ``(B, A)``, weights ``(B, S)``.
 
     Returns True if every case passed.
     """
