@@ -467,6 +467,23 @@ def close(got: torch.Tensor, other: torch.Tensor, atol: float = 1e-5, rtol: floa
     return bool(torch.allclose(got.double(), other.double(), atol=atol, rtol=rtol, equal_nan=True))
 
 
+def named_tensors(got, names: tuple[str, ...]) -> dict[str, torch.Tensor] | None:
+    """``got`` as ``{name: tensor}`` if it is a tuple or list of ``len(names)`` tensors, else None."""
+    if isinstance(got, (tuple, list)) and len(got) == len(names) and all(isinstance(x, torch.Tensor) for x in got):
+        return {name: value.detach() for name, value in zip(names, got)}
+    return None
+
+
+def mistake_hint(got: dict, expected: dict, reference: Callable, args: tuple, mistakes: list) -> str | None:
+    """The hint of the first ``(keywords, item, hint)`` in ``mistakes`` whose wrong answer, ``reference(*args,
+    **keywords)``, matches ``got[item]`` where the right one does not; None if no mistake matches."""
+    for keywords, item, hint in mistakes:
+        wrong = dict(zip(expected, reference(*args, **keywords)))
+        if not close(got[item], expected[item]) and close(got[item], wrong[item]):
+            return hint
+    return None
+
+
 def is_shape_error(problem: str) -> bool:
     """True for a problem that is a RuntimeError about shapes (a matrix product that does not fit ...)."""
     words = ("shape", "size", "dimension", "cannot be multiplied")

@@ -14,7 +14,8 @@ from torch import nn
 
 from attnbook.attention import masked_softmax
 from attnbook.exercises._checking import (MASKING_MISTAKES, Case, checker, close, compare, first_problem,
-                                          non_finite_problem, softmax_with, weights_problem)
+                                          mistake_hint, named_tensors, non_finite_problem, softmax_with,
+                                          weights_problem)
 
 __all__ = ["check_masked_softmax", "check_additive_attention", "check_bahdanau_step"]
 
@@ -399,21 +400,16 @@ _STEP_MISTAKES = [  # (keyword arguments of _bahdanau_step, the item they change
 
 def _compare_step(got, case: Case) -> str | None:
     problem = compare(got, case.expected, "the output", item_names=_STEP_ITEMS)
-    if problem is None or not (isinstance(got, (tuple, list)) and len(got) == 4
-                               and all(isinstance(x, torch.Tensor) for x in got)):
+    got = named_tensors(got, _STEP_ITEMS)
+    if problem is None or got is None:
         return problem
-    got = {name: value.detach() for name, value in zip(_STEP_ITEMS, got)}
     expected = dict(zip(_STEP_ITEMS, case.expected))
-    if got["weights"].shape == expected["weights"].shape and not close(got["weights"], expected["weights"]):
-        luong_order = _bahdanau_step(*case.args, query="new")
-        if close(got["weights"], luong_order[3]):
-            return (f"{problem}\nhint: score the *previous* state s_(i-1), before the GRU step: the context is an "
-                    "input of that step, so it must exist first")
-    for mistake, item, hint in _STEP_MISTAKES:
-        wrong = dict(zip(_STEP_ITEMS, _bahdanau_step(*case.args, **mistake)))
-        if not close(got[item], expected[item]) and close(got[item], wrong[item]):
-            return f"{problem}\nhint: {hint}"
-    return problem
+    if not close(got["weights"], expected["weights"]) and close(got["weights"],
+                                                                  _bahdanau_step(*case.args, query="new")[3]):
+        return (f"{problem}\nhint: score the *previous* state s_(i-1), before the GRU step: the context is an "
+                "input of that step, so it must exist first")
+    hint = mistake_hint(got, expected, _bahdanau_step, case.args, _STEP_MISTAKES)
+    return problem if hint is None else f"{problem}\nhint: {hint}"
 
 
 def _step_error_hint(problem: str, case: Case) -> str:

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from attnbook.attention import masked_softmax
-from attnbook.exercises._checking import Case, checker, close, compare
+from attnbook.exercises._checking import Case, checker, close, compare, mistake_hint, named_tensors
 
 __all__ = ["check_luong_general_score", "check_luong_step", "check_local_p_window"]
 
@@ -315,21 +315,17 @@ _STEP_MISTAKES = [  # (keyword arguments of _luong_step, the item they change fi
 
 def _compare_step(got, case: Case) -> str | None:
     problem = compare(got, case.expected, "the output", item_names=_STEP_ITEMS)
-    if problem is None or not (isinstance(got, (tuple, list)) and len(got) == 4
-                               and all(isinstance(x, torch.Tensor) for x in got)):
+    got = named_tensors(got, _STEP_ITEMS)
+    if problem is None or got is None:
         return problem
-    got = {name: value.detach() for name, value in zip(_STEP_ITEMS, got)}
     expected = dict(zip(_STEP_ITEMS, case.expected))
     if not close(got["hidden"], expected["hidden"]):
         if close(got["hidden"], expected["attentional"]) or close(got["attentional"], expected["hidden"]):
             return f"{problem}\nhint: return (logits, hidden, attentional, weights) in this order: h_t, then h̃_t"
         return (f"{problem}\nhint: the new state is h_t = cell([E y_(t-1); h̃_(t-1)], h_(t-1)): concatenate the "
                 "embedding with the previous attentional state (input feeding), in this order")
-    for mistake, item, hint in _STEP_MISTAKES:
-        wrong = dict(zip(_STEP_ITEMS, _luong_step(*case.args, **mistake)))
-        if not close(got[item], expected[item]) and close(got[item], wrong[item]):
-            return f"{problem}\nhint: {hint}"
-    return problem
+    hint = mistake_hint(got, expected, _luong_step, case.args, _STEP_MISTAKES)
+    return problem if hint is None else f"{problem}\nhint: {hint}"
 
 
 def _step_error_hint(problem: str, case: Case) -> str:
