@@ -30,6 +30,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "chapters"
         shutil.copytree(ROOT / "chapters", copy)
+        shutil.copytree(ROOT / "benchmarks", Path(scratch) / "benchmarks")  # chapters read ../benchmarks/*.json
         for original in chapter_notebooks():
             notebook = copy / original.relative_to(ROOT / "chapters")
             start = time.perf_counter()
