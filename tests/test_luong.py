@@ -3,6 +3,9 @@
 What every model shares (protocol, teacher forcing = stepping, padding, training) is in test_protocol.py.
 """
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
@@ -192,3 +195,20 @@ def _no_input_feeding(embedded, hidden, attentional, annotations, mask, cell, W_
 ])
 def test_luong_step_checker_explains_typical_mistakes(wrong, fragment, capsys):
     checker_fails(check_luong_step, wrong, capsys, fragment)
+
+
+@pytest.mark.parametrize("as_returned", [
+    lambda factors: factors,  # a list of floats
+    lambda factors: [torch.tensor(f) for f in factors],  # 0-d tensors
+    lambda factors: [np.float32(f) for f in factors],  # NumPy scalars
+    lambda factors: np.array(factors),  # a NumPy array
+    lambda factors: torch.tensor(factors),  # a tensor
+])
+def test_local_p_window_checker_accepts_every_form_the_exercise_allows(as_returned, capsys):
+    from attnbook.exercises import check_local_p_window
+
+    def window(position, length, D):
+        sigma = D / 2
+        return as_returned([math.exp(-(s - position) ** 2 / (2 * sigma**2)) if abs(s - position) <= D else 0.0
+                            for s in range(length)])
+    checker_passes(check_local_p_window, window, capsys)

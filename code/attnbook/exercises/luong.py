@@ -11,6 +11,8 @@ The reference is :class:`attnbook.attention.GeneralScore`.
 
 import math
 
+import numpy as np
+
 import torch
 from torch import nn
 
@@ -208,8 +210,11 @@ def _window_reference(position: float, length: int, D: int, sigma: float | None 
 
 
 def _compare_window(got, case: Case) -> str | None:
-    if isinstance(got, (list, tuple)) and all(isinstance(x, (int, float)) for x in got):
-        got = torch.tensor(got, dtype=torch.float32)
+    if isinstance(got, np.ndarray):
+        got = torch.from_numpy(got)
+    if isinstance(got, (list, tuple)) and all(isinstance(x, (int, float, np.number)) or (isinstance(x, torch.Tensor)
+                                                                                      and x.dim() == 0) for x in got):
+        got = torch.tensor([float(x) for x in got], dtype=torch.float32)  # numbers, NumPy scalars, 0-d tensors
     if isinstance(got, torch.Tensor) and got.is_floating_point():
         got = got.detach().float().flatten() if got.dim() == 2 and got.shape[0] == 1 else got.detach().float()
     problem = compare(got, case.expected, "the factors")
