@@ -7,13 +7,18 @@ Modules, one concept each (dependencies flow downwards in this list):
 - ``attnbook.protocol``    the model protocol every sequence-to-sequence model implements
 - ``attnbook.attention``   ``masked_softmax``, ``AdditiveAttention`` (chapter 2), Luong's scores,
                            ``LuongAttention`` and local-p attention (chapter 3); later chapters add more
+- ``attnbook.numpy_attention`` NumPy references: softmax, attention, the running softmax (chapters 4-5, 7)
 - ``attnbook.rnn``         GRU encoder, the base of the RNN models, Chapter 1's ``Seq2Seq``
 - ``attnbook.bahdanau``    ``BahdanauDecoder``, ``BahdanauSeq2Seq`` (chapter 2)
 - ``attnbook.luong``       ``LuongDecoder``, ``InputFeedingDecoder``, ``LuongSeq2Seq`` (chapter 3)
+- ``attnbook.transformer``  positions, masks, the layers and the ``Transformer`` (chapter 6)
+- ``attnbook.language_models`` encoder-only and decoder-only stacks, BERT's masking, sampling and
+                           generation with a key/value cache (chapter 7)
 - ``attnbook.decoding``    greedy decoding, beam search, ``translate``
 - ``attnbook.metrics``     exact match, token accuracy of decoded outputs, accuracy by length
 - ``attnbook.training``    ``fit`` and ``evaluate`` for every chapter, the warm-up schedule
 - ``attnbook.plot``        attention heatmaps and training curves
+- ``attnbook.cost``        time, peak memory and growth rate of a computation (chapter 7)
 - ``attnbook.experiments`` experiments several chapters repeat (accuracy by length)
 - ``attnbook.exercises``   checkers for the chapters' code exercises (one module per chapter)
 

@@ -16,7 +16,8 @@ from attnbook import _checks as checks
 
 __all__ = ["masked_softmax", "AdditiveAttention", "DotScore", "GeneralScore", "ConcatScore", "LUONG_SCORES",
            "LuongAttention", "local_p_window", "PredictivePosition", "LocalPAttention",
-           "scaled_dot_product_attention", "SelfAttention", "split_heads", "merge_heads", "MultiHeadAttention"]
+           "scaled_dot_product_attention", "SelfAttention", "split_heads", "merge_heads", "KVCache",
+           "MultiHeadAttention"]
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
@@ -397,6 +398,39 @@ def merge_heads(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(batch, length, num_heads * d_head)  # (B, T, H, d_head) -> (B, T, d_model)
 
 
+class KVCache:
+    """The projected keys and values one attention layer has computed so far (Chapter 7).
+
+    A causal model never changes what it computed for an earlier position, so when it generates one token
+    at a time it can keep ``K`` and ``V`` of the positions so far and project only the new token's.
+    ``MultiHeadAttention(..., cache=c)`` appends the new keys and values to ``c`` and attends to all of them.
+
+    Shapes:
+        keys, values ``(B, H, t, d_head)`` after ``t`` positions; ``None`` before the first
+    """
+
+    def __init__(self) -> None:
+        self.keys: Tensor | None = None
+        self.values: Tensor | None = None
+
+    def extend(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Append the new positions' keys and values ``(B, H, n, d_head)``; return all ``(B, H, t + n, d_head)``."""
+        if self.keys is not None:
+            new, old = (keys.size(0), keys.size(1), keys.size(3)), (self.keys.size(0), self.keys.size(1), self.keys.size(3))
+            if new != old:
+                raise ValueError(f"new keys have (B, H, d_head)={new} but the cache holds {old}: one cache per layer "
+                                 f"and per batch of sequences")
+            keys, values = torch.cat([self.keys, keys], dim=2), torch.cat([self.values, values], dim=2)
+        self.keys, self.values = keys, values
+        return keys, values
+
+    def __len__(self) -> int:
+        return 0 if self.keys is None else self.keys.size(2)
+
+    def __repr__(self) -> str:
+        return "KVCache(empty)" if self.keys is None else f"KVCache({len(self)} positions, keys {tuple(self.keys.shape)})"
+
+
 class MultiHeadAttention(nn.Module):
     """``MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O``, ``head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)``.
 
@@ -413,7 +447,8 @@ class MultiHeadAttention(nn.Module):
     Shapes:
         query ``(B, L_q, d_model)``, key and value ``(B, L_k, d_model)``, mask (True = may attend) broadcastable to
         ``(B, H, L_q, L_k)``, e.g. ``(B, 1, 1, L_k)`` or ``(L_q, L_k)`` -> (output ``(B, L_q, d_model)``, weights
-        ``(B, H, L_q, L_k)``)
+        ``(B, H, L_q, L_k)``); with a ``cache`` holding ``t`` positions the keys are those ``t`` and the new
+        ``L_k``, and mask and weights have ``t + L_k`` keys
 
     Raises:
         ValueError: ``d_model=100 is not divisible by num_heads=8``; inputs of the wrong width or lengths.
@@ -432,12 +467,15 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)  # W^V
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O: (h·d_v) x d_model
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
+                cache: KVCache | None = None) -> tuple[Tensor, Tensor]:
         checks.shapes("MultiHeadAttention", dict(d_model=self.d_model), query=(query, "B L_q d_model : float"),
                       key=(key, "B L_k d_model : float"), value=(value, "B L_k d_model : float"))
         q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L_q, d_head)
         k = split_heads(self.k_proj(key), self.num_heads)  # (B, H, L_k, d_head)
         v = split_heads(self.v_proj(value), self.num_heads)  # (B, H, L_k, d_head)
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, H, t + L_k, d_head): the earlier positions' keys and values first
         heads, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout if self.training else 0.0)
         return self.out_proj(merge_heads(heads)), weights  # (B, L_q, d_model), (B, H, L_q, L_k)
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from attnbook import _checks as checks
-from attnbook.attention import MultiHeadAttention
+from attnbook.attention import KVCache, MultiHeadAttention
 from attnbook.protocol import Step
 
 __all__ = ["sinusoidal_positions", "PositionalEncoding", "causal_mask", "FeedForward", "EncoderLayer",
@@ -100,7 +100,8 @@ class EncoderLayer(nn.Module):
 
     Shapes:
         x ``(B, S, d_model)``, mask (True = may attend) broadcastable to ``(B, H, S, S)``, e.g. ``(B, 1, 1, S)``
-        -> (x ``(B, S, d_model)``, weights ``(B, H, S, S)``)
+        -> (x ``(B, S, d_model)``, weights ``(B, H, S, S)``); with a ``cache`` (:class:`~attnbook.attention.KVCache`,
+        Chapter 7's decoder-only models) ``x`` holds the new positions and the keys are the cached ones and these
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0) -> None:
@@ -110,8 +111,8 @@ class EncoderLayer(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        z, weights = self.self_attn(x, x, x, mask)  # (B, S, d), (B, H, S, S)
+    def forward(self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None) -> tuple[Tensor, Tensor]:
+        z, weights = self.self_attn(x, x, x, mask, cache)  # (B, S, d), (B, H, S, S)
         x = self.norm1(x + self.dropout(z))
         x = self.norm2(x + self.dropout(self.feed_forward(x)))
         return x, weights
@@ -130,9 +131,9 @@ class PreLNEncoderLayer(EncoderLayer):
     :class:`EncoderLayer`.
     """
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None) -> tuple[Tensor, Tensor]:
         y = self.norm1(x)
-        z, weights = self.self_attn(y, y, y, mask)  # (B, S, d), (B, H, S, S)
+        z, weights = self.self_attn(y, y, y, mask, cache)  # (B, S, d), (B, H, S, S)
         x = x + self.dropout(z)
         x = x + self.dropout(self.feed_forward(self.norm2(x)))
         return x, weights

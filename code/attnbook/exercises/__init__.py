@@ -25,8 +25,11 @@ One module per chapter; import every checker from here, e.g.
   :func:`check_split_heads`, :func:`check_merge_heads`.
 - Chapter 6 (the Transformer, :mod:`attnbook.exercises.transformer`):
   :func:`check_positional_encoding`, :func:`check_causal_mask`.
+- Chapter 7 (beyond 2017, :mod:`attnbook.exercises.beyond`):
+  :func:`check_mask_tokens`, :func:`check_running_softmax`.
 """
 
+from attnbook.exercises.beyond import check_mask_tokens, check_running_softmax
 from attnbook.exercises.bahdanau import check_additive_attention, check_bahdanau_step, check_masked_softmax
 from attnbook.exercises.luong import check_local_p_window, check_luong_general_score, check_luong_step
 from attnbook.exercises.multi_head import check_merge_heads, check_split_heads
@@ -49,4 +52,6 @@ __all__ = [
     "check_merge_heads",
     "check_positional_encoding",
     "check_causal_mask",
+    "check_mask_tokens",
+    "check_running_softmax",
 ]

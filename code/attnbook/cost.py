@@ -1,0 +1,66 @@
+"""Measuring what a computation costs on this machine: wall time, peak memory, growth rate (Chapter 7)."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import statistics
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+__all__ = ["seconds", "peak_memory", "log_slope"]
+
+
+def seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
+    """The median wall time of ``repeat`` calls of ``fn()``, after ``warmup`` calls that are not timed."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def peak_memory(fn: Callable[[], object]) -> int | None:
+    """The most memory ``fn()`` held at once beyond what the process held before the call, in bytes.
+
+    Read from Linux's peak resident set size (``VmHWM`` in ``/proc/self/status``), which writing ``5`` to
+    ``/proc/self/clear_refs`` resets. Allocations of 1 MiB and more are set to come straight from the system
+    (glibc's ``M_MMAP_THRESHOLD``; by default the threshold moves, and a freed block could be reused unseen), so
+    the peak is what the call's tensors needed at once. None where Linux's counters are missing.
+    """
+    _fix_mmap_threshold()
+    try:
+        with open("/proc/self/clear_refs", "w") as reset:
+            reset.write("5")
+        before = _status_bytes("VmRSS")
+    except OSError:
+        return None
+    result = fn()
+    peak = _status_bytes("VmHWM")
+    del result
+    return max(peak - before, 0)
+
+
+def _fix_mmap_threshold() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD = -3: blocks >= 1 MiB are mapped
+    except (OSError, AttributeError):
+        pass  # not glibc: the peak may miss reused memory
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as status:
+        return int(re.search(rf"{field}:\s+(\d+) kB", status.read()).group(1)) * 1024
+
+
+def log_slope(lengths: Sequence[float], values: Sequence[float]) -> float:
+    """The slope of ``log(values)`` against ``log(lengths)`` by least squares: ``values ∝ lengths^slope``."""
+    x, y = np.log(np.asarray(lengths, dtype=float)), np.log(np.asarray(values, dtype=float))
+    if len(x) < 2 or np.any(~np.isfinite(x)) or np.any(~np.isfinite(y)):
+        raise ValueError(f"log_slope needs at least two positive lengths and values, got {list(lengths)} and {list(values)}")
+    return float(np.polyfit(x, y, 1)[0])
