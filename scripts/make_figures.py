@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "attention-step-by-step"  # the same SVG ids on every run
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
 FIGURES = Path(__file__).resolve().parent.parent / "chapters" / "figures"
@@ -344,7 +345,31 @@ def draw_transformer(path: Path) -> None:
     plt.close(fig)
 
 
+def draw_families(path: Path) -> None:
+    """Who may attend to whom in the three families: encoder-only, decoder-only, encoder-decoder."""
+    n = 5
+    full, causal = np.ones((n, n)), np.tril(np.ones((n, n)))
+    enc_dec = np.zeros((2 * n, 2 * n))
+    enc_dec[:n, :n] = 1  # encoder: every source position sees every source position
+    enc_dec[n:, :n] = 0.6  # cross-attention: every target position sees the whole source
+    enc_dec[n:, n:] = causal  # decoder self-attention: causal
+    panels = (("encoder-only (BERT)\nall positions", full), ("decoder-only (GPT)\ncausal", causal),
+              ("encoder-decoder (BART, T5)\nsource | target", enc_dec))
+    fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.3), gridspec_kw={"width_ratios": [1, 1, 2]})
+    for ax, (title, mask) in zip(axes, panels):
+        ax.imshow(mask, cmap="Blues", vmin=0, vmax=1.2)
+        ax.set_xticks(np.arange(-0.5, len(mask), 1), minor=True)
+        ax.set_yticks(np.arange(-0.5, len(mask), 1), minor=True)
+        ax.grid(which="minor", color="white", linewidth=1.5)
+        ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
+        ax.set(title=title, xlabel="key position", ylabel="query position")
+    fig.tight_layout()
+    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
 FIGURES_TO_DRAW = {
+    "families.svg": draw_families,
     "additive_attention.svg": draw_additive_attention,
     "roadmap.svg": draw_roadmap,
     "encoder_decoder.svg": draw_encoder_decoder,
