@@ -3,12 +3,15 @@
 The build runs `./course build-only` (the same Sphinx command as `./course site`, without
 the install step). The browser check opens every page listed in _toc.yml in headless
 Chromium, served from 127.0.0.1, with every other host unreachable, and asserts that math
-is typeset by the MathJax copy the site carries, that every image loads, and that no
-request tries to leave the machine.
+is typeset by the MathJax copy the site carries, that every image loads, that the console
+shows no errors, and that no request tries to leave the machine. On the pages with attention
+explorers (attnbook.plot.attention_explorer) it points at query tokens with the mouse and the
+keyboard, and changes layer and head, and checks that the weights shown are the right rows.
 """
 
 import functools
 import http.server
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +27,12 @@ HTML = ROOT / "_build" / "html"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 #: Pages of prose only: no math or figures are expected on them.
 PROSE_ONLY_PAGES = {"bibliography.html"}
+#: Pages with attention explorers, and how many each has.
+EXPLORER_PAGES = {
+    "chapters/04_self_attention.html": 3,
+    "chapters/05_multi_head.html": 2,
+    "chapters/06_transformer/03_experiment.html": 2,
+}
 
 
 @pytest.fixture(scope="session")
@@ -123,9 +132,9 @@ def browser(chromium):
 
 
 def visit(browser, url, origin):
-    """Open url; return (page, requests that left the machine, local failures)."""
+    """Open url; return (context, page, requests that left the machine, local failures, console errors)."""
     context = browser.new_context()
-    outside, failures = [], []
+    outside, failures, errors = [], [], []
 
     def route(request_route):
         request = request_route.request
@@ -139,8 +148,10 @@ def visit(browser, url, origin):
     page = context.new_page()
     page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.on("requestfailed", lambda r: failures.append(f"failed {r.url}") if is_local(r.url, origin) else None)
+    page.on("console", lambda m: errors.append(f"{m.text} ({m.location.get('url')})") if m.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
     page.goto(url, wait_until="load")
-    return context, page, outside, failures
+    return context, page, outside, failures, errors
 
 
 def is_local(url, origin):
@@ -151,7 +162,7 @@ def is_local(url, origin):
 @pytest.mark.parametrize("page_path", toc_pages())
 def test_page_works_offline(browser, local_server, page_path):
     needs_figures = page_path not in PROSE_ONLY_PAGES
-    context, page, outside, failures = visit(browser, f"{local_server}/{page_path}", local_server)
+    context, page, outside, failures, errors = visit(browser, f"{local_server}/{page_path}", local_server)
     try:
         if needs_figures:
             page.wait_for_selector("mjx-container", state="attached", timeout=20_000)
@@ -170,3 +181,109 @@ def test_page_works_offline(browser, local_server, page_path):
     assert broken == [], f"{page_path}: images that did not load: {broken}"
     assert outside == [], f"{page_path}: requests tried to leave the machine: {outside}"
     assert failures == [], f"{page_path}: local requests failed: {failures}"
+    assert errors == [], f"{page_path}: the console shows errors: {errors}"
+
+
+# --------------------------------------------------------------------- attention explorers
+
+def explorer_data(explorer):
+    """The weights and tokens an explorer carries (its JSON)."""
+    return json.loads(explorer.locator("script.ae-data").text_content())
+
+
+def shown_rows(explorer):
+    """{head: [weight as printed, per key]} for the rows of key tokens the explorer shows."""
+    rows = explorer.locator(".ae-row:not([hidden])")
+    return {int(row.get_attribute("data-head")): row.locator(".ae-weight").all_text_contents()
+            for row in rows.all()}
+
+
+def expected_row(data, layer, head, query):
+    return [f"{weight / 100:.2f}" for weight in data["weights"][layer][head][query]]
+
+
+def pressed(explorer):
+    return [button.get_attribute("aria-pressed") for button in explorer.locator(".ae-query").all()].index("true")
+
+
+@pytest.fixture
+def open_page(browser, local_server):
+    contexts = []
+
+    def open_(page_path):
+        context, page, outside, failures, errors = visit(browser, f"{local_server}/{page_path}", local_server)
+        contexts.append((context, page_path, outside, errors))
+        return page
+
+    yield open_
+    for context, page_path, outside, errors in contexts:
+        context.close()
+        assert outside == [] and errors == [], f"{page_path}: {outside} {errors}"
+
+
+@pytest.mark.parametrize("page_path, count", EXPLORER_PAGES.items())
+def test_explorers_are_on_their_pages_and_start_on_their_first_view(open_page, page_path, count):
+    page = open_page(page_path)
+    explorers = page.locator(".attention-explorer")
+    assert explorers.count() == count
+    for explorer in explorers.all():
+        assert explorer.get_attribute("data-ready") == "", "the explorer's script did not run"
+        data = explorer_data(explorer)
+        heads = range(len(data["weights"][0])) if data["head"] == "all" else [data["head"]]
+        assert shown_rows(explorer) == {h: expected_row(data, data["layer"], h, data["query"]) for h in heads}
+        assert pressed(explorer) == data["query"]
+
+
+def test_pointing_at_a_query_token_shows_its_row(open_page):
+    page = open_page("chapters/04_self_attention.html")
+    explorer = page.locator(".attention-explorer").first
+    data = explorer_data(explorer)
+    layer, head, start = data["layer"], data["head"], data["query"]
+    before = shown_rows(explorer)[head]
+    assert before == expected_row(data, layer, head, start)
+    buttons = explorer.locator(".ae-query")
+    for query in (1, 5):  # hover
+        buttons.nth(query).hover()
+        assert shown_rows(explorer) == {head: expected_row(data, layer, head, query)}
+        assert pressed(explorer) == query
+    assert expected_row(data, layer, head, 5) != before  # the rows differ, so the check can fail
+    buttons.nth(3).click()
+    assert shown_rows(explorer) == {head: expected_row(data, layer, head, 3)}
+    page.mouse.move(0, 0)  # leaving the tokens keeps the last one
+    assert pressed(explorer) == 3
+
+
+def test_the_keyboard_moves_between_query_tokens(open_page):
+    page = open_page("chapters/04_self_attention.html")
+    explorer = page.locator(".attention-explorer").nth(2)
+    data = explorer_data(explorer)
+    layer, head, start = data["layer"], data["head"], data["query"]
+    buttons = explorer.locator(".ae-query")
+    assert [b.get_attribute("tabindex") for b in buttons.all()].count("0") == 1  # one Tab stop for the tokens
+    buttons.nth(start).focus()
+    page.keyboard.press("ArrowRight")
+    assert pressed(explorer) == start + 1
+    assert shown_rows(explorer) == {head: expected_row(data, layer, head, start + 1)}
+    page.keyboard.press("Home")
+    assert pressed(explorer) == 0 and shown_rows(explorer) == {head: expected_row(data, layer, head, 0)}
+    page.keyboard.press("ArrowLeft")  # stays on the first
+    assert pressed(explorer) == 0
+    page.keyboard.press("End")
+    assert pressed(explorer) == len(data["queries"]) - 1
+
+
+def test_menus_choose_the_layer_and_the_heads(open_page):
+    page = open_page("chapters/06_transformer/03_experiment.html")
+    explorer = page.locator(".attention-explorer").first
+    data = explorer_data(explorer)
+    layers, heads = len(data["weights"]), len(data["weights"][0])
+    assert layers > 1 and heads > 1
+    query = 2
+    explorer.locator(".ae-query").nth(query).click()
+    explorer.locator("select.ae-head").select_option("1")
+    explorer.locator("select.ae-layer").select_option(str(layers - 1))
+    assert shown_rows(explorer) == {1: expected_row(data, layers - 1, 1, query)}
+    explorer.locator("select.ae-head").select_option("all")
+    assert shown_rows(explorer) == {h: expected_row(data, layers - 1, h, query) for h in range(heads)}
+    status = explorer.locator(".ae-status").text_content()
+    assert f"layer {layers}" in status and f"in head {heads}" in status

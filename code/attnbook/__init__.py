@@ -17,7 +17,8 @@ Modules, one concept each (dependencies flow downwards in this list):
 - ``attnbook.decoding``    greedy decoding, beam search, ``translate``
 - ``attnbook.metrics``     exact match, token accuracy of decoded outputs, accuracy by length
 - ``attnbook.training``    ``fit`` and ``evaluate`` for every chapter, the warm-up schedule
-- ``attnbook.plot``        attention heatmaps and training curves
+- ``attnbook.plot``        attention heatmaps, training curves, the interactive attention explorer
+                           (its script and style are in ``attnbook/static``)
 - ``attnbook.cost``        time, peak memory and growth rate of a computation (chapter 7)
 - ``attnbook.experiments`` experiments several chapters repeat (accuracy by length)
 - ``attnbook.exercises``   checkers for the chapters' code exercises (one module per chapter)

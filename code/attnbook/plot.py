@@ -1,15 +1,22 @@
-"""Plots every chapter uses: attention heatmaps, training curves, accuracy by length.
+"""Plots every chapter uses: attention heatmaps, training curves, accuracy by length, and the
+interactive attention explorer.
 
-Each function draws on ``ax`` if you give one, or on a new figure otherwise (``title`` is an
+Each matplotlib function draws on ``ax`` if you give one, or on a new figure otherwise (``title`` is an
 optional title), and returns the ``matplotlib.axes.Axes`` it drew on. None of them calls ``plt.show()``: in a notebook
 the figure shows at the end of the cell; in a script, call ``plt.show()`` yourself.
+``attention_explorer`` returns HTML instead, which a notebook shows and the website keeps.
 """
+
+import hashlib
+import html
+import json
+from importlib import resources
 
 import matplotlib.ticker
 import numpy as np
 import torch
 
-__all__ = ["show_attention", "plot_history", "plot_accuracy_by_length"]
+__all__ = ["show_attention", "attention_explorer", "AttentionExplorer", "plot_history", "plot_accuracy_by_length"]
 
 #: Metrics ``plot_history`` draws by default (those missing from the history are skipped).
 DEFAULT_HISTORY_METRICS = ("train_loss", "valid_loss")
@@ -60,6 +67,61 @@ def show_attention(weights, src_tokens, tgt_tokens, ax=None, title=None):
     if title is not None:
         ax.set_title(title)
     return ax
+
+
+def attention_explorer(query_tokens, key_tokens, weights, title=None, query=0, layer=0, head=0):
+    """Interactive attention weights: point at a query token to see how much it gives each key token.
+
+    In a notebook or on the book's website, hovering, clicking or focusing (Tab, then the arrow keys) a
+    query token shades every key token by its weight and prints the weight; menus choose the layer and
+    the head, or all heads at once. The output is self-contained HTML: the weights (rounded to two
+    decimals) travel inside it as JSON, with the course's small script and style; nothing is fetched.
+
+    Args:
+        title: shown above the tokens.
+        query, layer, head: what is shown first (indices from 0; ``head="all"`` shows every head).
+    Shapes:
+        query_tokens: T_q tokens (a list of strings, or a string of characters).
+        key_tokens: T_k tokens.
+        weights: ``(T_q, T_k)``, ``(H, T_q, T_k)`` or ``(layers, H, T_q, T_k)``, a tensor or an array;
+            row ``i`` of a head is where query ``i`` looked. For a batch, pick one example.
+    Returns:
+        An :class:`AttentionExplorer`; its ``html`` is what the notebook displays.
+    Raises:
+        ValueError: if ``weights`` has another number of dimensions, does not match the token counts,
+            or has values outside [0, 1]; or if ``query``, ``layer`` or ``head`` is out of range.
+    """
+    weights = _to_numpy(weights, "weights")
+    queries, keys = _token_labels(query_tokens), _token_labels(key_tokens)
+    weights = _explorer_weights(weights, len(queries), len(keys))  # (layers, H, T_q, T_k)
+    _check_in_unit_interval(weights)
+    _check_start(query, layer, head, weights.shape)
+    data = dict(title="" if title is None else str(title), queries=queries, keys=keys,
+                weights=np.rint(weights * 100).astype(int).tolist(),  # hundredths
+                query=query, layer=layer, head=head)
+    return AttentionExplorer(data)
+
+
+class AttentionExplorer:
+    """What :func:`attention_explorer` returns: shows as HTML in a notebook (``_repr_html_``).
+
+    Attributes:
+        data: the explorer's contents (tokens, weights in hundredths, what is shown first).
+        html: the self-contained HTML; its root element has the class ``attention-explorer`` and an id
+            derived from the contents, so the same weights give the same HTML on every run.
+    """
+
+    def __init__(self, data: dict) -> None:
+        self.data = data
+        self.html = _explorer_html(data)
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __repr__(self) -> str:
+        layers, heads = len(self.data["weights"]), len(self.data["weights"][0])
+        return (f"AttentionExplorer({self.data['title']!r}: {layers} layer(s) x {heads} head(s), "
+                f"{len(self.data['queries'])} queries x {len(self.data['keys'])} keys)")
 
 
 def plot_history(history, metrics=DEFAULT_HISTORY_METRICS, ax=None):
@@ -206,3 +268,71 @@ def _metrics_to_plot(data: dict, metrics) -> list[str]:
     if not metrics:
         raise ValueError(f"metrics is empty; choose some of: {available}")
     return list(metrics)
+
+
+def _explorer_weights(weights: np.ndarray, num_queries: int, num_keys: int) -> np.ndarray:
+    """Weights as ``(layers, H, T_q, T_k)``, after checking them against the token counts."""
+    shape = tuple(weights.shape)
+    if weights.ndim not in (2, 3, 4):
+        hint = "; for a batch, pass one example, e.g. weights[0]" if weights.ndim > 4 else ""
+        raise ValueError(f"weights must have shape (T_q, T_k), (H, T_q, T_k) or (layers, H, T_q, T_k), "
+                         f"got shape {shape}{hint}")
+    if shape[-2:] != (num_queries, num_keys):
+        swapped = " (swapped query_tokens and key_tokens?)" if shape[-2:] == (num_keys, num_queries) else ""
+        raise ValueError(f"weights have shape {shape} but there are {num_queries} query tokens and {num_keys} "
+                         f"key tokens: the last two dimensions must be ({num_queries}, {num_keys}){swapped}")
+    if not np.isfinite(weights).all():
+        raise ValueError(f"weights contain NaN or infinite values (shape {shape}); pass softmax weights")
+    return weights.reshape((1,) * (4 - weights.ndim) + shape)
+
+
+def _check_start(query, layer, head, shape) -> None:
+    layers, heads, num_queries, _ = shape
+    for name, value, size in (("query", query, num_queries), ("layer", layer, layers), ("head", head, heads)):
+        if name == "head" and value == "all":
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < size:
+            allowed = f"an int in [0, {size - 1}]" + (' or "all"' if name == "head" else "")
+            raise ValueError(f"{name} must be {allowed} for weights of shape (layers, H, T_q, T_k) = {shape}, "
+                             f"got {value!r}")
+
+
+def _explorer_html(data: dict) -> str:
+    """The explorer's HTML: tokens as text, menus, the weights as JSON, the course's script and style."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    element_id = "attention-explorer-" + hashlib.sha256(payload.encode()).hexdigest()[:12]
+    layers, heads = len(data["weights"]), len(data["weights"][0])
+    text = html.escape
+    queries = "".join(f'<button type="button" class="ae-query" data-index="{i}" tabindex="-1">{text(token)}</button>'
+                      for i, token in enumerate(data["queries"]))
+    keys = "".join(f'<span class="ae-key"><span class="ae-token">{text(token)}</span><span class="ae-weight"></span></span>'
+                   for token in data["keys"])
+    rows = "".join(f'<div class="ae-row" data-head="{h}"><span class="ae-label">'
+                   f'{f"head {h + 1}" if heads > 1 else "keys"}</span>{keys}</div>' for h in range(heads))
+    menus = ""
+    if layers > 1:
+        options = "".join(f'<option value="{n}">layer {n + 1}</option>' for n in range(layers))
+        menus += f'<label>layer <select class="ae-layer">{options}</select></label>'
+    if heads > 1:
+        options = "".join(f'<option value="{h}">head {h + 1}</option>' for h in range(heads))
+        menus += f'<label>head <select class="ae-head">{options}<option value="all">all heads</option></select></label>'
+    columns = f"grid-template-columns: repeat({len(data['keys']) + 1}, max-content)"
+    # "<" is escaped so that no token can end the JSON's script element early.
+    json_text = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return (
+        f'<div class="attention-explorer" id="{element_id}">'
+        f'<style>{_explorer_asset("attention_explorer.css")}</style>'
+        f'<div class="ae-title">{text(data["title"])}</div>'
+        f'<div class="ae-controls">{menus}</div>'
+        f'<div class="ae-queries" role="toolbar" aria-label="query tokens"><span class="ae-label">query</span>{queries}</div>'
+        f'<div class="ae-keys" style="{columns}">{rows}</div>'
+        f'<p class="ae-status" aria-live="polite">The weights show when this output\'s script runs: on the '
+        f'book\'s website, or in a notebook once you run the cell (or trust the notebook).</p>'
+        f'<script type="application/json" class="ae-data">{json_text}</script>'
+        f'<script>{_explorer_asset("attention_explorer.js")}</script>'
+        f'</div>'
+    )
+
+
+def _explorer_asset(name: str) -> str:
+    return resources.files("attnbook").joinpath("static", name).read_text(encoding="utf-8")
