@@ -108,9 +108,27 @@ def test_repr_and_repr_html():
 
 def test_accepts_arrays_lists_and_tensors_that_need_grad():
     weights = _weights(2, 3).requires_grad_()
-    attention_explorer("ab", "abc", weights)
-    attention_explorer("ab", "abc", weights.detach().numpy())
-    attention_explorer(torch.tensor([3, 4]), [5, 6, 7], [[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
+    expected = _data(attention_explorer("ab", "abc", weights.detach()))["weights"]
+    assert _data(attention_explorer("ab", "abc", weights))["weights"] == expected
+    assert _data(attention_explorer("ab", "abc", weights.detach().numpy()))["weights"] == expected
+    data = _data(attention_explorer(torch.tensor([3, 4]), [5, 6, 7], [[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]],
+                                    query=np.int64(1)))
+    assert data["queries"] == ["3", "4"] and data["keys"] == ["5", "6", "7"] and data["query"] == 1
+    assert data["weights"] == [[[[50, 50, 0], [20, 30, 50]]]]
+
+
+def test_script_and_style_ship_with_the_package():
+    """The explorer reads them from attnbook/static; pyproject.toml must list them as package data."""
+    import tomllib
+    from pathlib import Path
+
+    import attnbook
+
+    static = Path(attnbook.__file__).parent / "static"
+    pyproject = tomllib.loads((Path(attnbook.__file__).parent.parent / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["attnbook"]
+    shipped = {path.name for pattern in patterns for path in static.parent.glob(pattern)}
+    assert {"attention_explorer.js", "attention_explorer.css"} <= shipped
 
 
 def test_the_first_view_can_be_chosen():

@@ -247,7 +247,7 @@ def test_pointing_at_a_query_token_shows_its_row(open_page):
         assert shown_rows(explorer) == {head: expected_row(data, layer, head, query)}
         assert pressed(explorer) == query
     assert expected_row(data, layer, head, 5) != before  # the rows differ, so the check can fail
-    buttons.nth(3).click()
+    buttons.nth(3).dispatch_event("click")  # a click alone (a real click hovers first)
     assert shown_rows(explorer) == {head: expected_row(data, layer, head, 3)}
     page.mouse.move(0, 0)  # leaving the tokens keeps the last one
     assert pressed(explorer) == 3
@@ -287,3 +287,29 @@ def test_menus_choose_the_layer_and_the_heads(open_page):
     assert shown_rows(explorer) == {h: expected_row(data, layers - 1, h, query) for h in range(heads)}
     status = explorer.locator(".ae-status").text_content()
     assert f"layer {layers}" in status and f"in head {heads}" in status
+
+
+def test_explorers_on_one_page_do_not_interfere(browser):
+    """Two explorers and one whose scripts a notebook removed (an untrusted output): each script sets up what
+    it can, a stripped explorer stays text without an error, and pointing in one leaves the other alone."""
+    from attnbook.plot import attention_explorer
+
+    weights = [[[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]], [[0.2, 0.5, 0.3], [0.3, 0.3, 0.4]]]
+    first, second = (attention_explorer("ab", "xyz", w, title=t) for w, t in ((weights[0], "one"), (weights[1], "two")))
+    stripped = first.html.split("<script")[0] + "</div>"
+    context = browser.new_context()
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        page.set_content(f"<html><body>{stripped}{first.html}{second.html}</body></html>")
+        explorers = page.locator(".attention-explorer")
+        assert [e.get_attribute("data-ready") for e in explorers.all()] == [None, "", ""]
+        one, two = explorers.nth(1), explorers.nth(2)
+        one.locator(".ae-query").nth(1).hover()
+        assert shown_rows(one) == {0: ["0.10", "0.10", "0.80"]}
+        assert shown_rows(two) == {0: ["0.20", "0.50", "0.30"]} and pressed(two) == 0
+    finally:
+        context.close()
+    assert errors == []

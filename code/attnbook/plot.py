@@ -10,6 +10,7 @@ the figure shows at the end of the cell; in a script, call ``plt.show()`` yourse
 import hashlib
 import html
 import json
+import numbers
 from importlib import resources
 
 import matplotlib.ticker
@@ -98,7 +99,7 @@ def attention_explorer(query_tokens, key_tokens, weights, title=None, query=0, l
     _check_start(query, layer, head, weights.shape)
     data = dict(title="" if title is None else str(title), queries=queries, keys=keys,
                 weights=np.rint(weights * 100).astype(int).tolist(),  # hundredths
-                query=query, layer=layer, head=head)
+                query=int(query), layer=int(layer), head=head if head == "all" else int(head))
     return AttentionExplorer(data)
 
 
@@ -291,7 +292,7 @@ def _check_start(query, layer, head, shape) -> None:
     for name, value, size in (("query", query, num_queries), ("layer", layer, layers), ("head", head, heads)):
         if name == "head" and value == "all":
             continue
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < size:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 <= value < size:
             allowed = f"an int in [0, {size - 1}]" + (' or "all"' if name == "head" else "")
             raise ValueError(f"{name} must be {allowed} for weights of shape (layers, H, T_q, T_k) = {shape}, "
                              f"got {value!r}")

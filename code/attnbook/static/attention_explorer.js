@@ -41,7 +41,7 @@
           if (weights[k] > weights[best]) best = k;
         });
         var most = quoted(data.keys[best]) + " (" + (weights[best] / 100).toFixed(2) + ")";
-        summary.push(shown.head === "all" ? most + " in head " + (h + 1) : most);
+        summary.push(shown.head === "all" && heads.length > 1 ? most + " in head " + (h + 1) : most);
       });
       queries.forEach(function (button, i) {
         button.setAttribute("aria-pressed", i === shown.query ? "true" : "false");
@@ -84,11 +84,13 @@
     show();
   }
 
+  // This script's own explorer first, then any other on the page that is not set up yet. An explorer
+  // without its weights (a notebook that removed the scripts of an untrusted output) is left as text.
   var mine = document.currentScript && document.currentScript.closest(".attention-explorer");
   var roots = Array.prototype.slice.call(document.querySelectorAll(".attention-explorer"));
-  if (mine && roots.indexOf(mine) < 0) roots.push(mine);
+  if (mine) roots.unshift(mine);
   roots.forEach(function (root) {
-    if (root.hasAttribute("data-ready")) return;
+    if (root.hasAttribute("data-ready") || !root.querySelector("script.ae-data")) return;
     root.setAttribute("data-ready", "");
     setUp(root);
   });
