@@ -16,7 +16,6 @@ repetitions. Writes benchmarks/mha_speed.json.
 import json
 import platform
 import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -24,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnbook.attention import MultiHeadAttention, merge_heads, split_heads
+from attnbook.cost import seconds
 from attnbook.transformer import Transformer, causal_mask
 
 B, T, D, H = 16, 128, 256, 8
@@ -34,16 +34,6 @@ def fused(layer: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
     """The same layer through PyTorch's fused kernel, which does not return the weights."""
     q, k, v = (split_heads(projection(x), H) for projection in (layer.q_proj, layer.k_proj, layer.v_proj))
     return layer.out_proj(merge_heads(F.scaled_dot_product_attention(q, k, v)))
-
-
-def seconds(step) -> float:
-    """The median time of one forward + backward."""
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 class TorchTransformer(nn.Module):
@@ -86,7 +76,7 @@ def _alternate(steps: dict) -> dict:
     results = {name: [] for name in steps}
     for _ in range(ROUNDS):  # alternate, so that a slow moment of the machine hits all of them
         for name, step in steps.items():
-            results[name].append(seconds(step))
+            results[name].append(seconds(step, repeat=REPEATS, warmup=0))  # warmed up above
     return {name: statistics.median(values) for name, values in results.items()}
 
 
