@@ -19,13 +19,30 @@ Modules, one concept each (dependencies flow downwards in this list):
 - ``attnbook.training``    ``fit`` and ``evaluate`` for every chapter, the warm-up schedule
 - ``attnbook.plot``        attention heatmaps, training curves, the interactive attention explorer
                            (its script and style are in ``attnbook/static``)
-- ``attnbook.cost``        time, peak memory and growth rate of a computation (chapter 7)
-- ``attnbook.experiments`` experiments several chapters repeat (accuracy by length)
+- ``attnbook.cost``        time, peak memory and growth rate of a computation; benchmark records
+- ``attnbook.compare``     the comparison rule: mean, sd, 95 % intervals, paired differences by seed
+- ``attnbook.records``     recorded experiments: run over many seeds, stored as JSON, replayed by the tests
+- ``attnbook.experiments`` the experiments the chapters interpret, one module per chapter or task
 - ``attnbook.exercises``   checkers for the chapters' code exercises (one module per chapter)
 
 Input validation lives in one private module, ``attnbook._checks``.
+
+Importing ``attnbook`` pins torch's CPU kernels to one code path (AVX2 on x86-64, unless the
+variables below are already set): the same seed then trains to the same numbers on every x86
+machine, so recorded experiments replay exactly and stored outputs match elsewhere. It acts
+only if no torch computation ran before the import (torch reads the settings on first use).
 """
-from attnbook._setup import setup
+import os as _os
+import platform as _platform
+
+#: The settings ``import attnbook`` makes (x86-64 only): MKL's conditional numerical
+#: reproducibility, ATen's vectorised kernels and oneDNN, all on their AVX2 code path.
+CPU_PINNING = {"MKL_CBWR": "AVX2,STRICT", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+if _platform.machine().lower() in ("x86_64", "amd64"):
+    for _name, _value in CPU_PINNING.items():
+        _os.environ.setdefault(_name, _value)
+
+from attnbook._setup import setup  # noqa: E402
 
 __all__ = ["setup"]
 __version__ = "0.1.0"

@@ -1,16 +1,24 @@
-"""Measuring what a computation costs on this machine: wall time, peak memory, growth rate (Chapter 7)."""
+"""Measuring what a computation costs on this machine: wall time, peak memory, growth rate.
+
+Live timings in a notebook only print: a busy machine can make anything slow. Claims about
+speed read benchmark records (``benchmarks/*.json``), made on a quiet machine by
+:func:`compare_speeds` (several rounds, median and spread) and written by
+:func:`write_benchmark` with the thread count and versions.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import json
 import re
 import statistics
 import time
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["seconds", "peak_memory", "log_slope"]
+__all__ = ["seconds", "compare_speeds", "write_benchmark", "peak_memory", "log_slope"]
 
 
 def seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
@@ -23,6 +31,33 @@ def seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float
         fn()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
+
+
+def compare_speeds(steps: dict[str, Callable[[], object]], rounds: int = 7, repeat: int = 5) -> dict[str, dict]:
+    """Time several computations in alternating rounds, so a slow moment of the machine hits all of them.
+
+    Every step is called once to warm up; then, ``rounds`` times, each step gets the median of
+    ``repeat`` calls (:func:`seconds`). Returns, per step, the median over the rounds and the
+    lowest and highest round, in milliseconds: ``{"median_ms", "low_ms", "high_ms", "rounds"}``.
+    """
+    for step in steps.values():
+        step()
+    per_round: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            per_round[name].append(1000 * seconds(step, repeat=repeat, warmup=0))
+    return {name: dict(median_ms=round(statistics.median(values), 4), low_ms=round(min(values), 4),
+                       high_ms=round(max(values), 4), rounds=rounds)
+            for name, values in per_round.items()}
+
+
+def write_benchmark(path: str | Path, results: dict) -> dict:
+    """Write a benchmark record: ``results`` plus where it was measured (threads, CPUs, versions, date, command)."""
+    from attnbook.records import provenance
+
+    report = {**results, "provenance": provenance()}
+    Path(path).write_text(json.dumps(report, indent=2) + "\n")
+    return report
 
 
 def peak_memory(fn: Callable[[], object]) -> int | None:

@@ -1,4 +1,4 @@
-"""Experiments that several chapters repeat on the same data, so results compare directly.
+"""Accuracy against input length, which Chapters 1, 2 and 6 measure on the same data.
 
 - :func:`length_experiment`: train a model on the reversal (or copy) task and measure exact
   match against source length — the bottleneck curve of Chapter 1, which Chapter 2 repeats
@@ -17,7 +17,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pad_sequence
 
-from attnbook.data import DEFAULT_ALPHABET, Batches, Example, Vocab, build_vocabs, copy_task, reversal_task, reverse_sources, sequence_splits
+from attnbook.data import (DEFAULT_ALPHABET, Batches, Example, Vocab, build_vocabs, copy_task, reversal_task,
+                           reverse_sources, sequence_splits)
 from attnbook.decoding import greedy_decode
 from attnbook.metrics import accuracy_by_length, exact_match
 from attnbook.training import History, fit

@@ -1,0 +1,101 @@
+"""The course's one rule for comparing runs: mean, spread, a 95 % interval, paired by seed.
+
+Every arm of an experiment is trained from the same seeds on the same data. For each arm:
+the mean, the sample standard deviation and a 95 % t-interval of the mean. For two arms:
+the per-seed differences ``a[i] - b[i]`` and their 95 % t-interval. A difference is
+claimed only when that interval excludes zero; otherwise the comparison is *undecided*.
+
+Pairing by seed removes what the two runs of one seed share (the data order, the luck of
+the initial weights where the arms have the same shapes), so it decides more often than
+comparing two unpaired means -- but never more than the seeds allow.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import NamedTuple
+
+__all__ = ["Summary", "Difference", "summarize", "paired_difference", "t_quantile", "pairs_tested"]
+
+# t_{0.975} for 1..30 degrees of freedom (two-sided 95 %), from the t distribution's tables.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+class Summary(NamedTuple):
+    """One arm: ``n`` values, their mean, sample standard deviation and 95 % interval of the mean."""
+
+    n: int
+    mean: float
+    sd: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.mean:.3f} ± {self.sd:.3f} (95 % interval {self.low:.3f} to {self.high:.3f}, n={self.n})"
+
+
+class Difference(NamedTuple):
+    """Arm ``a`` minus arm ``b``, paired by seed: mean difference, its 95 % interval, the verdict.
+
+    ``verdict`` is ``"a"`` when the interval lies above zero, ``"b"`` when below (for a
+    measure where higher is better, that arm is ahead), and ``"undecided"`` otherwise.
+    """
+
+    n: int
+    mean: float
+    low: float
+    high: float
+    verdict: str
+
+
+def t_quantile(df: int) -> float:
+    """The 97.5 % quantile of Student's t with ``df`` degrees of freedom (a 95 % two-sided interval).
+
+    Tabled up to 30; above, the Cornish-Fisher expansion around the normal quantile (error < 1e-3).
+    """
+    if not isinstance(df, int) or df < 1:
+        raise ValueError(f"df must be a positive int, got {df!r}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    """Mean, sample standard deviation and 95 % t-interval of the mean of ``values`` (>= 2 of them)."""
+    values = _floats("values", values)
+    n, mean, sd = len(values), statistics.fmean(values), statistics.stdev(values)
+    half = t_quantile(n - 1) * sd / math.sqrt(n)
+    return Summary(n, mean, sd, mean - half, mean + half)
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float]) -> Difference:
+    """The 95 % interval of the mean of ``a[i] - b[i]`` (the same seed ``i`` in both arms), and the verdict.
+
+    Raises:
+        ValueError: if ``a`` and ``b`` differ in length or hold fewer than two values.
+    """
+    a, b = _floats("a", a), _floats("b", b)
+    if len(a) != len(b):
+        raise ValueError(f"a and b must hold one value per seed, paired: got {len(a)} and {len(b)} values")
+    differences = summarize([x - y for x, y in zip(a, b)])
+    verdict = "a" if differences.low > 0 else "b" if differences.high < 0 else "undecided"
+    return Difference(differences.n, differences.mean, differences.low, differences.high, verdict)
+
+
+def pairs_tested(k: int) -> int:
+    """How many pairs a table of ``k`` arms compares when every arm meets every other: k(k-1)/2."""
+    return k * (k - 1) // 2
+
+
+def _floats(name: str, values: Sequence[float]) -> list[float]:
+    values = [float(value) for value in values]
+    if len(values) < 2:
+        raise ValueError(f"{name} needs at least two values (seeds) for a spread, got {len(values)}")
+    if not all(math.isfinite(value) for value in values):
+        raise ValueError(f"{name} must be finite numbers, got {values}")
+    return values

@@ -1,0 +1,169 @@
+"""Chapter 3's recorded experiment: attention decoders compared on the toy translation task.
+
+:func:`translation_run` trains one arm from one seed and measures it after every pass
+(exact match, loss, and where the model looks: :func:`alignment_letters`,
+:func:`alignment_measures`). Registered as the record ``luong_scores``
+(``./course experiments luong_scores``), which Chapter 3 reads.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from attnbook.attention import LocalPAttention
+from attnbook.bahdanau import BahdanauSeq2Seq
+from attnbook.data import Batches, Example, Splits, Vocab, build_vocabs, make_batch, sequence_splits, \
+    translation_alignment, translation_task
+from attnbook.luong import LuongSeq2Seq
+from attnbook.records import Experiment, register
+from attnbook.training import count_parameters, evaluate, fit
+
+__all__ = ["TRANSLATION_ARMS", "TranslationData", "translation_data", "translation_model", "TranslationRun",
+           "translation_run", "alignment_letters", "alignment_measures"]
+
+#: Chapter 3's arms: a short name and what it is. Every arm has the same encoder (a bidirectional
+#: GRU of 32 units per direction, annotations of 64), embeddings of 32 and a decoder state of 64.
+TRANSLATION_ARMS = {
+    "bahdanau": "Bahdanau (additive)",
+    "dot": "Luong dot",
+    "general": "Luong general",
+    "concat": "Luong concat",
+    "feeding": "Luong general + input feeding",
+    "local": "Luong local-p (general + input feeding)",
+}
+
+
+class TranslationData(NamedTuple):
+    """Chapter 3's data: 2 000 / 500 / 500 sentences of ``data.translation_task`` and their vocabularies."""
+
+    splits: Splits
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+
+
+@functools.lru_cache(maxsize=1)
+def translation_data() -> TranslationData:
+    """The same sentences for every arm and seed (the data's own seed is 0)."""
+    splits = sequence_splits(translation_task, n_train=2000, n_valid=500, n_test=500, seed=0)
+    return TranslationData(splits, *build_vocabs(splits.train + splits.valid + splits.test))
+
+
+def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
+    """A fresh model of one of :data:`TRANSLATION_ARMS` for :func:`translation_data`'s vocabularies."""
+    src, tgt = len(translation_data().src_vocab), len(translation_data().tgt_vocab)
+    if arm == "bahdanau":
+        return BahdanauSeq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, attention_dim=64, encoder_hidden_size=32)
+    scores = dict(dot=("dot", False, None), general=("general", False, None), concat=("concat", False, None),
+                  feeding=("general", True, None), local=("general", True, local_window))
+    if arm not in scores:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(TRANSLATION_ARMS)}")
+    score, input_feeding, window = scores[arm]
+    return LuongSeq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, score=score, input_feeding=input_feeding,
+                              local_window=window)
+
+
+class TranslationRun(NamedTuple):
+    """A trained model and its measures: each a list with one value per pass, ``parameters`` a count."""
+
+    model: torch.nn.Module
+    measures: dict
+
+
+def translation_run(arm: str, seed: int, passes: int = 2, lr: float = 1e-2, batch_size: int = 32) -> TranslationRun:
+    """Train ``arm`` from ``seed`` (initial weights and batch order) and measure it after every pass.
+
+    Adam with a fixed learning rate and gradient clipping at 1 (:func:`attnbook.training.fit`),
+    batches of 32. After each pass: :func:`attnbook.training.evaluate` on the 500 validation
+    sentences (``exact_match``, ``valid_loss``, ``teacher_forced_accuracy``) and
+    :func:`alignment_measures` on the 500 test sentences. Training stops and resumes with the same
+    optimizer, so the values after pass ``k`` are those of a run of ``k`` passes.
+    """
+    data = translation_data()
+    torch.manual_seed(seed)
+    model = translation_model(arm)
+    train = Batches(data.splits.train, data.src_vocab, data.tgt_vocab, batch_size, shuffle=True, seed=seed)
+    valid = Batches(data.splits.valid, data.src_vocab, data.tgt_vocab, batch_size=500)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)  # what fit would make
+    measures: dict = {}
+    for _ in range(passes):
+        fit(model, train, optimizer=optimizer, epochs=1)
+        found = {**evaluate(model, valid), **alignment_measures(alignment_letters(model, data.splits.test))}
+        for key, value in found.items():
+            measures.setdefault(key, []).append(value)
+    measures["parameters"] = count_parameters(model)
+    return TranslationRun(model, measures)
+
+
+def alignment_letters(model: nn.Module, examples: list[Example]) -> list[dict]:
+    """Where a Chapter 3 model looks: one dict per target letter (spaces left out), teacher forced.
+
+    Keys: ``on_word`` (weight on the source word the letter translates, from
+    :func:`attnbook.data.translation_alignment`), ``total`` (the row's sum), ``argmax``, ``verb``,
+    ``begin``/``end`` (the word's characters), ``t``, ``T``, ``S``, and for local-p ``centre``
+    (its predicted ``p_t``) and ``D`` (its half-width).
+    """
+    data = translation_data()
+    batch = make_batch(examples, data.src_vocab, data.tgt_vocab)
+    attention = model.decoder.attention
+    local = isinstance(attention, LocalPAttention)
+    with torch.no_grad():
+        out = model.eval()(batch.src, batch.tgt_in)  # weights: (B, T, S)
+        centres = attention.centres(out.states, batch.src_mask) if local else None  # (B, T)
+    letters = []
+    for row, example in enumerate(examples):
+        for t, aligned in enumerate(translation_alignment(example)):
+            if aligned is None:  # a space
+                continue
+            begin, end, verb = aligned
+            weights = out.weights[row, t]  # (S,)
+            letter = dict(on_word=weights[begin:end].sum().item(), total=weights.sum().item(), verb=verb,
+                          begin=begin, end=end, argmax=weights.argmax().item(), t=t, T=len(example.target),
+                          S=len(example.source))
+            if local:
+                letter.update(centre=centres[row, t].item(), D=attention.D)
+            letters.append(letter)
+    return letters
+
+
+def alignment_measures(letters: list[dict]) -> dict[str, float]:
+    """Means over letters: ``on_word``, ``share`` (on_word / total), ``total``; for local-p also
+    ``reached`` (the window overlaps the right word), ``reached_verb``, ``random`` (the chance a
+    centre drawn uniformly from (0, S) would), ``diagonal`` (a centre at t/T·S would),
+    ``median_offset``/``mean_offset`` (argmax − p_t) and ``far_offset`` (|argmax − p_t| ≥ 3).
+    """
+    mean = lambda key, where=lambda r: True: float(np.mean([r[key] for r in letters if where(r)]))  # noqa: E731
+    for r in letters:
+        r["share"] = r["on_word"] / r["total"]
+    measures = dict(on_word=mean("on_word"), share=mean("share"), total=mean("total"))
+    if "centre" not in letters[0]:
+        return measures
+    for r in letters:
+        D = r["D"]
+        reaches = lambda centre: r["begin"] - D <= centre <= r["end"] - 1 + D  # noqa: E731
+        low, high = max(0.0, r["begin"] - D), min(float(r["S"]), r["end"] - 1 + D)
+        r.update(reached=reaches(r["centre"]), random=max(0.0, high - low) / r["S"],
+                 diagonal=reaches(r["t"] / r["T"] * r["S"]), offset=r["argmax"] - r["centre"])
+    offsets = np.array([r["offset"] for r in letters])
+    return {**measures, "reached": mean("reached"), "reached_verb": mean("reached", lambda r: r["verb"]),
+            "random": mean("random"), "diagonal": mean("diagonal"),
+            "median_offset": float(np.median(np.abs(offsets))), "mean_offset": float(offsets.mean()),
+            "far_offset": float(np.mean(np.abs(offsets) >= 3))}
+
+
+register(Experiment(
+    name="luong_scores",
+    run=lambda arm, seed, **settings: translation_run(arm, seed, **settings).measures,
+    arms=tuple(TRANSLATION_ARMS),
+    seeds=tuple(range(8)),
+    settings=dict(passes=12, lr=1e-2, batch_size=32),
+    replay=dict(arm="dot", seed=0, passes=1),
+    chapter="chapters/03_luong.ipynb",
+    description="Bahdanau's decoder and Luong's (dot, general, concat, general with input feeding, local-p) "
+                "with one encoder on the toy translation task; exact match, loss and where the models look, "
+                "after every pass.",
+))

@@ -1,0 +1,238 @@
+"""Recorded experiments: run at full strength outside the notebooks, read by the chapters.
+
+A notebook must run in about a minute, so the experiments inside it are small: one seed, a
+short budget. A chapter's *conclusions* rest on records instead: each experiment is a
+function ``run(arm, seed, **settings) -> {measure: value}`` registered here, run over many
+seeds by ``./course experiments NAME`` and written to ``attnbook/records/NAME.json`` with
+every per-seed value, the settings and where the numbers came from. A measure is a number,
+or a list with one number per pass over the training data (a curve against budget).
+
+    record = records.load("luong_scores")
+    record.values("dot", "exact_match", at=2)     # one value per seed, after 2 passes
+    record.compare("dot", "general", "exact_match", at=2)   # attnbook.compare's rule
+
+``tests/test_records.py`` replays each record's cheapest run and checks the stored values
+are reproduced, so a record cannot go stale silently.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnbook.compare import Difference, Summary, paired_difference, summarize
+
+__all__ = ["Experiment", "Record", "EXPERIMENTS", "register", "record", "load", "record_path", "provenance"]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An experiment a chapter interprets, defined once.
+
+    Attributes:
+        name: the record's file name (``attnbook/records/<name>.json``).
+        run: ``run(arm, seed, **settings) -> {measure: float | list[float]}``; a list holds
+            one value per pass over the training data.
+        arms: the variants compared. seeds: the seeds every arm is run with.
+        settings: the full-strength settings passed to ``run``.
+        replay: the cheapest run, ``{"arm": ..., "seed": ..., **settings}``, whose values the
+            test suite reproduces (a curve's first entries).
+        chapter: the notebook that reads the record. description: one sentence.
+    """
+
+    name: str
+    run: Callable[..., dict]
+    arms: tuple[str, ...]
+    seeds: tuple[int, ...]
+    settings: dict = field(default_factory=dict)
+    replay: dict = field(default_factory=dict)
+    chapter: str = ""
+    description: str = ""
+
+
+#: Every registered experiment by name (``attnbook.experiments`` registers the course's).
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def register(experiment: Experiment) -> Experiment:
+    """Add ``experiment`` to :data:`EXPERIMENTS` (a name may be registered once)."""
+    if experiment.name in EXPERIMENTS:
+        raise ValueError(f"an experiment named {experiment.name!r} is already registered")
+    EXPERIMENTS[experiment.name] = experiment
+    return experiment
+
+
+def record_path(name: str) -> Path:
+    """Where the record ``name`` is stored: ``attnbook/records/<name>.json``."""
+    return Path(str(resources.files("attnbook"))) / "records" / f"{name}.json"
+
+
+class Record:
+    """A stored record: per-seed values of every arm, with the comparison rule on top.
+
+    ``at`` counts passes from 1 (``at=2``: after two passes); ``at=None`` takes a number
+    as it is, or a curve's last entry.
+    """
+
+    def __init__(self, data: dict) -> None:
+        self.data = data
+        self.name: str = data["name"]
+        self.arms: list[str] = data["arms"]
+        self.seeds: list[int] = data["seeds"]
+        self.settings: dict = data["settings"]
+
+    def values(self, arm: str, measure: str, at: int | None = None) -> list[float]:
+        """One value per seed of ``measure`` for ``arm`` (after ``at`` passes for a curve)."""
+        if arm not in self.arms:
+            raise KeyError(f"record {self.name!r} has no arm {arm!r}; its arms are {', '.join(self.arms)}")
+        per_seed = [self.data["values"][arm][str(seed)] for seed in self.seeds]
+        if measure not in per_seed[0]:
+            raise KeyError(f"record {self.name!r} has no measure {measure!r}; "
+                           f"it has {', '.join(sorted(per_seed[0]))}")
+        return [_at(values[measure], at, measure) for values in per_seed]
+
+    def summary(self, arm: str, measure: str, at: int | None = None) -> Summary:
+        """Mean, sample standard deviation and 95 % interval over the seeds."""
+        return summarize(self.values(arm, measure, at))
+
+    def compare(self, a: str, b: str, measure: str, at: int | None = None) -> Difference:
+        """``a`` minus ``b``, paired by seed, with the verdict of :func:`attnbook.compare.paired_difference`."""
+        return paired_difference(self.values(a, measure, at), self.values(b, measure, at))
+
+    def passes(self, arm: str | None = None) -> int:
+        """How many passes the record's curves span (those of ``arm``, default the first arm)."""
+        measures = self.data["values"][arm or self.arms[0]][str(self.seeds[0])]
+        return max((len(value) for value in measures.values() if isinstance(value, list)), default=0)
+
+    def __repr__(self) -> str:
+        return (f"Record({self.name!r}: {len(self.arms)} arms x {len(self.seeds)} seeds, "
+                f"recorded {self.data['provenance']['date']})")
+
+
+def _at(value, at: int | None, measure: str) -> float:
+    if not isinstance(value, list):
+        if at is not None:
+            raise ValueError(f"measure {measure!r} is one number per run, not a curve: leave out at=")
+        return value
+    if at is None:
+        return value[-1]
+    if not 1 <= at <= len(value):
+        raise ValueError(f"at={at} is outside the curve of {measure!r}, which has passes 1 to {len(value)}")
+    return value[at - 1]
+
+
+def load(name: str) -> Record:
+    """The stored record ``name``.
+
+    Raises:
+        FileNotFoundError: naming the command that makes it, if it has not been recorded.
+    """
+    path = record_path(name)
+    if not path.exists():
+        raise FileNotFoundError(f"no record {name!r} at {path}; make it with ./course experiments {name}")
+    return Record(json.loads(path.read_text()))
+
+
+def record(name: str, seeds: tuple[int, ...] | None = None, progress: bool = True, write: bool = True) -> Record:
+    """Run experiment ``name`` for every arm and seed, and write its record.
+
+    Each run starts from :func:`attnbook.setup` with its seed (so one thread). The record
+    holds the settings, the seeds, every per-seed value, a summary (mean, sd, 95 % interval
+    of every number), the wall time and the provenance (commit, versions, CPUs, threads,
+    date, command).
+    """
+    from attnbook import setup
+
+    experiment = _experiment(name)
+    seeds = tuple(experiment.seeds if seeds is None else seeds)
+    runs = [(arm, seed) for arm in experiment.arms for seed in seeds]
+    values: dict[str, dict[str, dict]] = {arm: {} for arm in experiment.arms}
+    bar = _progress(len(runs), name) if progress else None
+    started = time.perf_counter()
+    for arm, seed in runs:
+        setup(seed)
+        values[arm][str(seed)] = _plain(experiment.run(arm, seed, **experiment.settings))
+        if bar is not None:
+            bar.set_postfix_str(f"{arm}, seed {seed}")
+            bar.update()
+    if bar is not None:
+        bar.close()
+    data = dict(name=name, description=experiment.description, chapter=experiment.chapter,
+                settings=experiment.settings, arms=list(experiment.arms), seeds=list(seeds), values=values,
+                summary=_summaries(values, seeds), replay=experiment.replay,
+                wall_seconds=round(time.perf_counter() - started, 1), provenance=provenance())
+    if write:
+        path = record_path(name)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(data, indent=1) + "\n")
+    return Record(data)
+
+
+def _experiment(name: str) -> Experiment:
+    import attnbook.experiments  # noqa: F401  (registers the course's experiments)
+
+    if name not in EXPERIMENTS:
+        raise KeyError(f"no experiment named {name!r}; the experiments are {', '.join(sorted(EXPERIMENTS))}")
+    return EXPERIMENTS[name]
+
+
+def _summaries(values: dict, seeds: tuple[int, ...]) -> dict:
+    """Mean, sd and 95 % interval of every number (of every pass of a curve), per arm and measure."""
+    out = {}
+    for arm, per_seed in values.items():
+        out[arm] = {}
+        for measure in per_seed[str(seeds[0])]:
+            runs = [per_seed[str(seed)][measure] for seed in seeds]
+            if len(seeds) < 2 or any(value is None for value in np.ravel(np.array(runs, dtype=object))):
+                continue
+            columns = zip(*runs) if isinstance(runs[0], list) else [runs]
+            out[arm][measure] = [{key: round(number, 6) for key, number in summarize(column)._asdict().items()}
+                                 for column in columns]
+    return out
+
+
+def _plain(values: dict) -> dict:
+    """JSON-ready copies: Python floats and ints, lists of them."""
+    def plain(value):
+        if isinstance(value, (list, tuple)):
+            return [plain(item) for item in value]
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+        return float(value)
+
+    return {key: plain(value) for key, value in values.items()}
+
+
+def provenance() -> dict:
+    """Where numbers were made: commit, versions, CPUs, torch's thread count, date, command."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "code"], cwd=root, capture_output=True,
+                                    text=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = None, None
+    return dict(commit=commit, code_changed_since_commit=dirty, torch=torch.__version__, numpy=np.__version__,
+                python=platform.python_version(), cpus=os.cpu_count(), threads=torch.get_num_threads(),
+                date=datetime.date.today().isoformat(), command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
+
+
+def _progress(total: int, name: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=name, unit="run", file=sys.stderr, dynamic_ncols=True)

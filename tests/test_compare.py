@@ -1,0 +1,60 @@
+"""The comparison rule: mean, sd, 95 % t-interval; paired differences decide or say undecided."""
+
+import math
+import statistics
+
+import pytest
+
+from attnbook.compare import paired_difference, pairs_tested, summarize, t_quantile
+
+
+def test_t_quantiles_match_the_tables():
+    assert t_quantile(1) == 12.706 and t_quantile(4) == 2.776 and t_quantile(30) == 2.042
+    assert t_quantile(40) == pytest.approx(2.021, abs=1e-3)  # expansion beyond the table
+    assert t_quantile(120) == pytest.approx(1.980, abs=1e-3)
+    assert t_quantile(31) < t_quantile(30)
+
+
+def test_summary_is_mean_sd_and_t_interval():
+    values = [0.2, 0.4, 0.3, 0.5, 0.6]
+    summary = summarize(values)
+    half = 2.776 * statistics.stdev(values) / math.sqrt(5)
+    assert summary.n == 5 and summary.mean == pytest.approx(0.4)
+    assert summary.sd == pytest.approx(statistics.stdev(values))
+    assert (summary.low, summary.high) == (pytest.approx(0.4 - half), pytest.approx(0.4 + half))
+
+
+def test_pairing_decides_what_unpaired_means_cannot():
+    # Each seed moves both arms alike; a is ahead by 0.01 +- 0.002 in every seed.
+    b = [0.1, 0.5, 0.9, 0.3, 0.7]
+    a = [x + d for x, d in zip(b, [0.01, 0.012, 0.008, 0.011, 0.009])]
+    summary_a, summary_b = summarize(a), summarize(b)
+    assert summary_a.low < summary_b.high  # the arms' own intervals overlap
+    difference = paired_difference(a, b)
+    assert difference.verdict == "a" and difference.low > 0
+    assert paired_difference(b, a).verdict == "b"
+
+
+def test_overlapping_differences_are_undecided():
+    difference = paired_difference([0.5, 0.6, 0.4], [0.55, 0.5, 0.45])
+    assert difference.low < 0 < difference.high and difference.verdict == "undecided"
+
+
+def test_equal_arms_are_undecided_not_an_error():
+    difference = paired_difference([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])
+    assert difference.mean == 0 and difference.verdict == "undecided"
+
+
+def test_pairs_tested():
+    assert [pairs_tested(k) for k in (2, 3, 6)] == [1, 3, 15]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: summarize([1.0]), "values needs at least two values"),
+    (lambda: paired_difference([1, 2, 3], [1, 2]), "got 3 and 2 values"),
+    (lambda: paired_difference([1, float("nan")], [1, 2]), "a must be finite numbers"),
+    (lambda: t_quantile(0), "df must be a positive int, got 0"),
+])
+def test_bad_input_gets_a_clear_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

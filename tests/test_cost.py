@@ -1,0 +1,52 @@
+"""attnbook.cost's timing helpers, on a fake clock: no test here depends on how busy the machine is."""
+
+import json
+
+import pytest
+
+from attnbook import cost
+
+
+class FakeClock:
+    """time.perf_counter that advances only when a timed function runs, by a scripted amount."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def step(self, seconds):
+        def run():
+            self.now += seconds.pop(0) if isinstance(seconds, list) else seconds
+        return run
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = FakeClock()
+    monkeypatch.setattr(cost.time, "perf_counter", fake)
+    return fake
+
+
+def test_seconds_is_the_median_after_the_warmup(clock):
+    durations = [9.0, 1.0, 5.0, 2.0]  # the warm-up (9 s) is not timed
+    assert cost.seconds(clock.step(durations), repeat=3, warmup=1) == 2.0
+    assert durations == []
+
+
+def test_compare_speeds_reports_median_and_spread_per_step(clock):
+    a = [0.5] + [0.010, 0.011, 0.012] * 2 + [0.020, 0.020, 0.020]  # warm-up, then 3 rounds of 3 calls
+    b = [0.5] + [0.030] * 9
+    result = cost.compare_speeds({"a": clock.step(a), "b": clock.step(b)}, rounds=3, repeat=3)
+    assert result["a"] == dict(median_ms=11.0, low_ms=11.0, high_ms=20.0, rounds=3)
+    assert result["b"]["median_ms"] == pytest.approx(30.0) and result["b"]["rounds"] == 3
+    assert a == [] and b == []  # every call was made, the steps alternating
+
+
+def test_write_benchmark_adds_provenance(tmp_path):
+    path = tmp_path / "bench.json"
+    cost.write_benchmark(path, {"milliseconds": {"a": {"median_ms": 1.0}}})
+    written = json.loads(path.read_text())
+    assert written["milliseconds"]["a"]["median_ms"] == 1.0
+    assert {"threads", "cpus", "torch", "date", "command"} <= set(written["provenance"])

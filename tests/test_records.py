@@ -1,0 +1,93 @@
+"""Recorded experiments: every record is complete, and its cheapest run is reproduced.
+
+A record that no longer matches the code (a model, the data or the training loop changed)
+fails here, with the command that re-records it.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import attnbook
+from attnbook import experiments  # noqa: F401  (registers the experiments)
+from attnbook.records import EXPERIMENTS, Record, load, record_path
+
+NAMES = sorted(EXPERIMENTS)
+
+
+def test_every_experiment_has_a_record():
+    missing = [name for name in NAMES if not record_path(name).exists()]
+    assert not missing, f"no record for {missing}: run ./course experiments {' '.join(missing)}"
+
+
+def test_records_are_package_data():
+    pyproject = (Path(attnbook.__file__).parents[1] / "pyproject.toml").read_text()
+    assert '"records/*.json"' in pyproject
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_record_is_complete(name):
+    record, experiment = load(name), EXPERIMENTS[name]
+    assert record.arms == list(experiment.arms)
+    assert len(record.seeds) >= 5, f"{name}: a record needs at least 5 seeds"
+    assert record.settings == experiment.settings, (
+        f"{name}: the record was made with {record.settings}, the experiment now says {experiment.settings}; "
+        f"re-record it: ./course experiments {name}")
+    for arm in record.arms:
+        assert sorted(record.data["values"][arm], key=int) == [str(seed) for seed in record.seeds]
+    provenance = record.data["provenance"]
+    for key in ("commit", "torch", "numpy", "cpus", "threads", "date", "command"):
+        assert key in provenance, key
+    assert record.data["wall_seconds"] > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_record_replays(name):
+    """The cheapest (arm, seed) reproduces the stored values: counts exactly, floats to 1e-6."""
+    experiment = EXPERIMENTS[name]
+    settings = dict(experiment.replay)
+    arm, seed = settings.pop("arm"), settings.pop("seed")
+    attnbook.setup(seed)
+    replayed = experiment.run(arm, seed, **{**experiment.settings, **settings})
+    stored = load(name).data["values"][arm][str(seed)]
+    rerecord = f"the record is stale: re-record it with ./course experiments {name}"
+    assert set(replayed) == set(stored), f"{name}: measures {sorted(replayed)} vs stored {sorted(stored)}; {rerecord}"
+    for measure, value in replayed.items():
+        expected = stored[measure][:len(value)] if isinstance(value, list) else stored[measure]
+        assert _close(value, expected), f"{name}, {arm}, seed {seed}, {measure}: {value} vs stored {expected}; {rerecord}"
+
+
+def _close(value, expected) -> bool:
+    if isinstance(value, list):
+        return len(value) == len(expected) and all(_close(v, e) for v, e in zip(value, expected))
+    if value is None or expected is None or isinstance(value, (bool, int)) and isinstance(expected, int):
+        return value == expected
+    return math.isclose(value, expected, rel_tol=0, abs_tol=1e-6)
+
+
+def test_record_reads_values_and_compares(tmp_path):
+    data = dict(name="toy", arms=["a", "b"], seeds=[0, 1, 2], settings={}, provenance=dict(date="today"),
+                values={"a": {"0": dict(em=[0.1, 0.9], n=3), "1": dict(em=[0.2, 0.8], n=3), "2": dict(em=[0.3, 0.7], n=3)},
+                        "b": {"0": dict(em=[0.1, 0.5], n=4), "1": dict(em=[0.2, 0.45], n=4), "2": dict(em=[0.3, 0.3], n=4)}})
+    record = Record(json.loads(json.dumps(data)))
+    assert record.values("a", "em", at=1) == [0.1, 0.2, 0.3]
+    assert record.values("a", "em") == [0.9, 0.8, 0.7]  # a curve's last pass
+    assert record.values("b", "n") == [4, 4, 4]
+    assert record.passes() == 2
+    assert record.compare("a", "b", "em", at=1).verdict == "undecided"  # equal at pass 1
+    assert record.compare("a", "b", "em").verdict == "a"
+    with pytest.raises(KeyError, match="has no arm 'c'; its arms are a, b"):
+        record.values("c", "em")
+    with pytest.raises(KeyError, match="has no measure 'loss'; it has em, n"):
+        record.values("a", "loss")
+    with pytest.raises(ValueError, match="at=3 is outside the curve of 'em', which has passes 1 to 2"):
+        record.values("a", "em", at=3)
+    with pytest.raises(ValueError, match="'n' is one number per run, not a curve"):
+        record.values("a", "n", at=1)
+
+
+def test_load_names_the_command_for_a_missing_record():
+    with pytest.raises(FileNotFoundError, match="./course experiments no_such_record"):
+        load("no_such_record")
