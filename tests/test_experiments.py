@@ -86,3 +86,18 @@ def test_context_vectors_match_the_encoder_and_ignore_batch_composition():
 def test_context_vectors_need_an_encoder():
     with pytest.raises(TypeError, match="has no encode"):
         context_vectors(torch.nn.Linear(2, 2), ["ab"], data.Vocab("ab"))
+
+
+def test_longest_reliable_length_stops_at_the_first_failing_length():
+    from attnbook.experiments.bottleneck import longest_reliable_length
+
+    assert longest_reliable_length({5: 0.9, 3: 1.0, 4: 0.5, 6: 0.49, 7: 0.8}) == 5  # sorted; 7 is past a failure
+    assert longest_reliable_length({3: 0.2, 4: 0.9}) == 0
+    assert longest_reliable_length({3: 0.7, 4: 0.6}, threshold=0.65) == 3
+
+
+def test_bottleneck_run_names_its_arms():
+    from attnbook.experiments.bottleneck import bottleneck_run
+
+    with pytest.raises(ValueError, match="unknown arm 'wide'; the arms are written, reversed, room, training"):
+        bottleneck_run("wide", 0)

@@ -2,6 +2,8 @@
 
 - :mod:`~attnbook.experiments.lengths`: accuracy against input length (Chapters 1, 2, 6) and
   the encoder's context vectors (Chapter 1).
+- :mod:`~attnbook.experiments.bottleneck`: Chapter 1's short reversal (as written, reversed,
+  twice the state, four times the strings), recorded as ``bottleneck``.
 - :mod:`~attnbook.experiments.translation`: Chapter 3's attention decoders on the toy
   translation task, recorded as ``luong_scores``.
 

@@ -1,0 +1,98 @@
+"""Chapter 1's recorded experiment: what moves the fixed-size bottleneck on short reversal.
+
+Chapter 1 trains its one-directional encoder-decoder on reversing random strings of 3 to 12
+letters (:data:`SMALL_REVERSAL`) and asks three questions, one arm each against the model as
+written: is the vector too small (``room``: twice the state), is the model under-trained
+(``training``: four times the training strings, so four times the updates), and does
+Sutskever et al.'s trick help (``reversed``: every source fed right to left)?
+:func:`bottleneck_run` trains one arm from one seed with
+:func:`~attnbook.experiments.length_experiment`; registered as the record ``bottleneck``
+(``./course experiments bottleneck``), which Chapter 1 reads. The chapter runs seed 0 of
+``written`` and ``reversed`` live and shows they equal the record's.
+
+A seed draws the strings and the initial weights. The arms of one seed train on the same
+strings and are tested on the same strings, except ``training``: its 12 000 training strings
+are drawn first, so its 1 000 test strings are another draw from the same lengths.
+"""
+
+from __future__ import annotations
+
+from attnbook.experiments.lengths import LengthResult, length_experiment
+from attnbook.records import Experiment, register
+from attnbook.rnn import Seq2Seq
+
+__all__ = ["SMALL_REVERSAL", "BOTTLENECK_ARMS", "plain_model", "bottleneck_run", "bottleneck_measures",
+           "longest_reliable_length"]
+
+#: Chapter 1's short reversal setting: strings of 3 to 12 letters, 3 000 training strings,
+#: 1 000 test strings, four epochs at learning rate 7e-3 (batches of 64).
+SMALL_REVERSAL = dict(task="reversal", min_length=3, max_length=12, n_train=3000, n_test=1000, epochs=4,
+                      lr=7e-3)
+
+#: The arms: a short name and what it is (all one-directional GRUs, embeddings of 32).
+BOTTLENECK_ARMS = {
+    "written": "128 numbers, source as written",
+    "reversed": "128 numbers, source reversed",
+    "room": "256 numbers (twice the state)",
+    "training": "128 numbers, 4 x the training strings",
+}
+
+
+def plain_model(src_vocab_size: int, tgt_vocab_size: int, hidden_size: int = 128) -> Seq2Seq:
+    """Chapter 1's reversal model: a one-directional GRU encoder-decoder (embeddings of 32)."""
+    return Seq2Seq.build(src_vocab_size, tgt_vocab_size, embed_dim=32, hidden_size=hidden_size,
+                         bidirectional=False)
+
+
+def _room_model(src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+    return plain_model(src_vocab_size, tgt_vocab_size, hidden_size=256)
+
+
+def bottleneck_run(arm: str, seed: int, **settings) -> LengthResult:
+    """Train one of :data:`BOTTLENECK_ARMS` from ``seed``; ``settings`` override :data:`SMALL_REVERSAL`.
+
+    ``bottleneck_run("written", 0)`` is ``length_experiment(plain_model, **SMALL_REVERSAL, seed=0)``.
+    """
+    settings = {**SMALL_REVERSAL, **settings}
+    if arm == "written":
+        return length_experiment(plain_model, **settings, seed=seed)
+    if arm == "reversed":
+        return length_experiment(plain_model, **settings, reverse_source=True, seed=seed)
+    if arm == "room":
+        return length_experiment(_room_model, **settings, seed=seed)
+    if arm == "training":
+        return length_experiment(plain_model, **{**settings, "n_train": 4 * settings["n_train"]}, seed=seed)
+    raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(BOTTLENECK_ARMS)}")
+
+
+def longest_reliable_length(by_length: dict[int, float], threshold: float = 0.5) -> int:
+    """The longest length up to which exact match stays at or above ``threshold`` (0 if the shortest fails)."""
+    longest = 0
+    for length, accuracy in sorted(by_length.items()):
+        if accuracy < threshold:
+            break
+        longest = length
+    return longest
+
+
+def bottleneck_measures(result: LengthResult) -> dict:
+    """A run's numbers: ``exact_match`` (all test strings), ``reliable_length``
+    (:func:`longest_reliable_length`), ``train_loss`` (the last epoch's) and ``length_<n>``,
+    the exact match at every source length ``n``."""
+    return dict(exact_match=result.exact_match, reliable_length=longest_reliable_length(result.by_length),
+                train_loss=result.history["train_loss"][-1],
+                **{f"length_{n}": accuracy for n, accuracy in sorted(result.by_length.items())})
+
+
+register(Experiment(
+    name="bottleneck",
+    run=lambda arm, seed, **settings: bottleneck_measures(bottleneck_run(arm, seed, **settings)),
+    arms=tuple(BOTTLENECK_ARMS),
+    seeds=tuple(range(8)),
+    settings=dict(SMALL_REVERSAL),
+    replay=dict(arm="written", seed=0),
+    chapter="chapters/01_seq2seq.ipynb",
+    description="Chapter 1's one-directional GRU encoder-decoder on reversing 3 to 12 letters: as written, "
+                "with the source reversed, with twice the state, and with four times the training strings; "
+                "exact match overall and by length after four epochs.",
+))
