@@ -1,25 +1,29 @@
 """Chapter 6's Transformer on Chapter 2's dates, with other settings than the chapter's.
 
-    .venv/bin/python benchmarks/transformer_dates.py
+    ./course bench transformer_dates    # or: .venv/bin/python benchmarks/transformer_dates.py
 
 The chapter trains a small pre-LN Transformer (2 + 2 layers, d_model 64, 4 heads, d_ff 128, no dropout)
 on 10 000 dates for three passes, batches of 32, with the paper's Adam and warm-up schedule (peak 3e-3
 after 100 steps). This script trains the same model on the same data with the other settings a skeptic
 would try — one layer, batches of 128, post-LN, a constant rate after the warm-up, a lower or higher peak
-rate, a shorter warm-up — and records the
-validation exact match after each pass. It takes a few minutes, so the chapter reads its result from
-benchmarks/transformer_dates.json instead of rerunning it.
+rate, a shorter warm-up — and records the validation exact match after each pass. As the reference,
+it also trains Chapter 2's Bahdanau model with its recipe (Adam at 5e-3, clipping at 1) on the same
+batches for three passes. It takes several minutes, so the chapter reads its result from
+benchmarks/transformer_dates.json instead of rerunning it. One seed per setting, one thread.
+Re-run it (and re-execute chapters/06_transformer/03_experiment.ipynb) after any change to the
+models, the data or the training code: the chapter checks that the record's first setting and its
+Bahdanau run are the runs it trains itself (the Transformer's first two passes, Bahdanau's first).
 """
 
-import json
 import math
-import platform
 from pathlib import Path
 
 import torch
 
 import attnbook
 from attnbook import data
+from attnbook.bahdanau import BahdanauSeq2Seq
+from attnbook.cost import write_benchmark
 from attnbook.training import fit, warmup_schedule
 from attnbook.transformer import Transformer
 
@@ -44,21 +48,34 @@ def run(layers: int, batch_size: int, norm_first: bool, schedule: str, peak: flo
     valid = data.Batches(splits.valid, *vocabs, batch_size=500)
     history = fit(model, batches, valid, epochs=3, optimizer=optimizer, scheduler=scheduler, clip=None, progress=False)
     return dict(layers=layers, batch_size=batch_size, norm="pre-LN" if norm_first else "post-LN", schedule=schedule,
-                peak_lr=peak, warmup=warmup, exact_match=[round(value, 4) for value in history["exact_match"]],
-                seconds_per_epoch=round(sum(history["seconds"]) / 3, 2))
+                peak_lr=peak, warmup=warmup, exact_match=[round(value, 4) for value in history["exact_match"]])
+
+
+def bahdanau_run(splits, vocabs) -> dict:
+    """Chapter 2's model and recipe on the same batches, for three passes: the chapter's reference."""
+    torch.manual_seed(0)
+    model = BahdanauSeq2Seq.build(len(vocabs[0]), len(vocabs[1]), embed_dim=32, hidden_size=64, attention_dim=64)
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3, foreach=True)
+    batches = data.Batches(splits.train, *vocabs, batch_size=32, shuffle=True, seed=0)
+    valid = data.Batches(splits.valid, *vocabs, batch_size=500)
+    history = fit(model, batches, valid, epochs=3, optimizer=optimizer, clip=1.0, progress=False)
+    return dict(model="Bahdanau (Chapter 2)", batch_size=32, lr=5e-3, clip=1.0,
+                exact_match=[round(value, 4) for value in history["exact_match"]])
 
 
 def main() -> None:
     attnbook.setup(seed=0)
     splits = data.date_splits(n_train=10_000, n_valid=1_000, n_test=1_000, seed=0)  # the chapter's data
     vocabs = data.build_vocabs(splits.train + splits.valid + splits.test)
+    bahdanau = bahdanau_run(splits, vocabs)
+    print(bahdanau, flush=True)
     runs = []
     for setting in SETTINGS:
         runs.append(run(*setting, splits, vocabs))
         print(runs[-1], flush=True)
-    report = {"task": "dates, 10 000 to train, validation exact match after each of 3 passes", "runs": runs,
-              "machine": {"python": platform.python_version(), "torch": torch.__version__}}
-    (Path(__file__).parent / "transformer_dates.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_benchmark(Path(__file__).parent / "transformer_dates.json",
+                    {"task": "dates, 10 000 to train, validation exact match after each of 3 passes", "seed": 0,
+                     "bahdanau": bahdanau, "runs": runs})
 
 
 if __name__ == "__main__":
