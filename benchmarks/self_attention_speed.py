@@ -20,7 +20,6 @@ quiet machine. On a busy one, give it a session of its own with the highest prio
 the load average before and after and the session's priority, so a busy run shows.
 """
 
-import os
 from pathlib import Path
 
 import torch
@@ -28,17 +27,10 @@ from torch import nn
 
 import attnbook
 from attnbook.attention import SelfAttention
-from attnbook.cost import compare_speeds, write_benchmark
+from attnbook.cost import compare_speeds, machine_state, write_benchmark
 
 BATCH, D_MODEL, ROUNDS, REPEAT = 4, 128, 7, 5
 LENGTHS = [16, 32, 64, 128, 256, 512, 1024, 2048]
-
-
-def machine_state() -> dict:
-    """The load average and, on Linux, the scheduling priority of this session (its autogroup)."""
-    autogroup = Path("/proc/self/autogroup")
-    return {"load_average": [round(value, 2) for value in os.getloadavg()],
-            "autogroup": autogroup.read_text().strip() if autogroup.exists() else None}
 
 
 def main() -> None:

@@ -29,7 +29,6 @@ load average before and after and the session's priority, so a busy run shows.
 
 import itertools
 import math
-import os
 from pathlib import Path
 
 import torch
@@ -38,7 +37,7 @@ import torch.nn.functional as F
 import attnbook
 from attnbook import data
 from attnbook.bahdanau import BahdanauSeq2Seq
-from attnbook.cost import compare_speeds, write_benchmark
+from attnbook.cost import compare_speeds, machine_state, write_benchmark
 from attnbook.decoding import beam_search, greedy_decode
 from attnbook.training import fit, train_epoch, warmup_schedule
 from attnbook.transformer import Transformer
@@ -131,13 +130,6 @@ def decoding(splits, vocabs) -> dict:
     for beam_size in BEAMS:
         steps[f"beam {beam_size}"] = lambda beam_size=beam_size: beam_search(model, src, 12, beam_size)
     return dict(dates=len(splits.test), max_len=12, results=compare_speeds(steps, rounds=ROUNDS, repeat=1))
-
-
-def machine_state() -> dict:
-    """The load average and, on Linux, the scheduling priority of this session (its autogroup)."""
-    autogroup = Path("/proc/self/autogroup")
-    return {"load_average": [round(value, 2) for value in os.getloadavg()],
-            "autogroup": autogroup.read_text().strip() if autogroup.exists() else None}
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["seconds", "compare_speeds", "write_benchmark", "peak_memory", "log_slope"]
+__all__ = ["seconds", "compare_speeds", "machine_state", "write_benchmark", "peak_memory", "log_slope"]
 
 
 def seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
@@ -49,6 +49,15 @@ def compare_speeds(steps: dict[str, Callable[[], object]], rounds: int = 7, repe
     return {name: dict(median_ms=round(statistics.median(values), 4), low_ms=round(min(values), 4),
                        high_ms=round(max(values), 4), rounds=rounds)
             for name, values in per_round.items()}
+
+
+def machine_state() -> dict:
+    """The load average and, on Linux, this session's scheduling group and its priority (autogroup)."""
+    import os
+
+    autogroup = Path("/proc/self/autogroup")
+    return {"load_average": [round(value, 2) for value in os.getloadavg()],
+            "autogroup": autogroup.read_text().strip() if autogroup.exists() else None}
 
 
 def write_benchmark(path: str | Path, results: dict) -> dict:
