@@ -1,7 +1,7 @@
 """Chapter 7: masking for the masked-token objective, the encoder-only and decoder-only stacks, generation,
 the key/value cache, the running softmax and the cost helpers."""
 
-import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -199,7 +199,36 @@ def test_peak_memory_sees_a_large_allocation_and_log_slope_finds_powers():
     assert cost.log_slope([10, 20, 40, 80], [3 * n ** 2 for n in (10, 20, 40, 80)]) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="two positive"):
         cost.log_slope([10], [1.0])
-    assert 0.009 < cost.seconds(lambda: time.sleep(0.01), repeat=3) < 0.5
+
+
+def fake_clock(monkeypatch, durations):
+    """Make ``attnbook.cost`` read a clock the test controls: ``step(name)()`` advances it by the next
+    of ``durations[name]`` and logs the call. No test times anything live: a busy machine slows any call."""
+    clock, calls = {"now": 0.0}, []
+    durations = {name: iter(values) for name, values in durations.items()}
+    monkeypatch.setattr(cost, "time", SimpleNamespace(perf_counter=lambda: clock["now"]))
+
+    def step(name):
+        def call():
+            calls.append(name)
+            clock["now"] += next(durations[name])
+        return call
+
+    return step, calls
+
+
+def test_seconds_takes_the_median_after_the_warmup(monkeypatch):
+    step, _ = fake_clock(monkeypatch, {"a": [9.0, 0.03, 0.01, 0.02]})  # a warm-up call, then three timed
+    assert cost.seconds(step("a"), repeat=3, warmup=1) == pytest.approx(0.02)
+
+
+def test_compare_speeds_alternates_and_reports_median_and_spread(monkeypatch):
+    step, calls = fake_clock(monkeypatch, {"a": [9.0, 0.010, 0.012, 0.011, 0.030, 0.010],  # warm-up, 5 rounds
+                                           "b": [9.0, 0.002, 0.002, 0.003, 0.002, 0.004]})
+    result = cost.compare_speeds({"a": step("a"), "b": step("b")}, rounds=5, repeat=1)
+    assert calls == ["a", "b"] + ["a", "b"] * 5  # one warm-up call each, then alternating rounds
+    assert result["a"] == {"median_ms": 11.0, "low_ms": 10.0, "high_ms": 30.0, "rounds": 5}
+    assert result["b"] == {"median_ms": 2.0, "low_ms": 2.0, "high_ms": 4.0, "rounds": 5}
 
 
 # ============================================================ the exercise checkers of Chapter 7
