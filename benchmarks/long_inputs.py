@@ -17,12 +17,11 @@ Every comparison is timed by ``attnbook.cost.compare_speeds``: the contestants -
 ways at every length -- take turns in rounds, each round the median of ``REPEAT`` calls, after one
 warm-up call each; so a slow moment of the machine falls on all lengths alike, not on one part of the
 curve. The record keeps, per step, the median over the rounds and the fastest and slowest round
-(milliseconds), with the load average before and after; the notebooks compute growth rates
-(``attnbook.cost.log_slope``) from the medians. Run it on a quiet machine: one thread, nothing else
-busy. Writes benchmarks/long_inputs.json.
+(milliseconds), with the machine's load before and after (``cost.machine_state``); the notebooks
+compute growth rates (``attnbook.cost.log_slope``) from the medians. Run it on a quiet machine: one
+thread, nothing else busy. Writes benchmarks/long_inputs.json.
 """
 
-import os
 from pathlib import Path
 
 import torch
@@ -124,11 +123,9 @@ def generation() -> dict:
 
 def main() -> None:
     attnbook.setup(seed=0)  # one thread
-    load_before = os.getloadavg()
+    before = cost.machine_state()
     results = {"rounds": ROUNDS, "attention_layer": attention_layer(), "cache_step": cache_step(),
-               "generation": generation(),
-               "load_average": {"before": [round(v, 2) for v in load_before],
-                                "after": [round(v, 2) for v in os.getloadavg()]}}
+               "generation": generation(), "machine_state": {"before": before, "after": cost.machine_state()}}
     cost.write_benchmark(Path(__file__).parent / "long_inputs.json", results)
 
 
