@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "code" / "attnbook"
-MODEL_MODULES = ("attention.py", "rnn.py", "bahdanau.py", "luong.py", "decoders.py", "transformer.py")
+MODEL_MODULES = ("attention.py", "rnn.py", "bahdanau.py", "luong.py", "transformer.py", "language_models.py")
 CLASSES = ("docs", "checks", "structure", "compute")
 
 

@@ -141,6 +141,18 @@ def test_length_penalty_only_ranks():
     assert normalised.scores.item() == pytest.approx(torch.log(torch.tensor(0.5 * 0.9**3)).item(), abs=1e-6)
 
 
+@pytest.mark.parametrize("margin, winner", [(1.01, [4, 5, 7]), (0.99, [6])])
+def test_length_penalty_is_wu_et_als(margin, winner):
+    """At alpha = 1, ``6 eos`` (probability 0.45, length 2) and ``4 5 7 eos`` (length 4) tie when
+    log P_long / (5 + 4) = log P_short / (5 + 2); 1 % either side decides. A constant other than 5
+    in ``(5 + length) / 6`` moves the tie by more than that (4: 0.344, 6: 0.369, tie 0.359)."""
+    tie = 0.45 ** (9 / 7)
+    q = (margin * tie / 0.5) ** (1 / 3)  # each of the long sequence's last three steps
+    table = {(): {4: 0.5, 6: 0.5}, (6,): {EOS: 0.9}, (4,): {5: q}, (4, 5): {7: q}, (4, 5, 7): {EOS: q}}
+    out = beam_search(PrefixModel(table), torch.tensor([[4]]), max_len=6, beam_size=3, length_penalty=1.0)
+    assert out.tokens == [winner]
+
+
 def test_beam_search_with_a_wide_beam_is_exhaustive():
     """With more beams than prefixes, beam search returns the most likely sequence of all: checked by
     enumerating every sequence of at most ``max_len`` tokens of a small real model."""

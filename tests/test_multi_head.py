@@ -92,8 +92,31 @@ def test_errors():
         layer(torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 4, 8))
     with pytest.raises(ValueError, match=r"key has B=1 \(shape \(1, 5, 8\)\) but query has B=2"):
         layer(torch.randn(2, 3, 8), torch.randn(1, 5, 8), torch.randn(1, 5, 8))
-    with pytest.raises(ValueError, match=r"mask of shape \(2, 4\) does not broadcast to scores of shape \(2, 2, 3, 5\)"):
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 4\): a 2-D mask is \(L_q, L_k\) with L_q=3"):
         layer(torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8), torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 1, 1, 4\) does not broadcast to the scores of "
+                                         r"shape \(2, 2, 3, 5\)"):
+        layer(torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8),
+              torch.ones(2, 1, 1, 4, dtype=torch.bool))
+
+
+def test_a_padding_mask_is_never_read_as_a_pattern_over_queries():
+    """With B = L_q a (B, L_k) mask could mean either; it is refused, and the 4-D form masks keys."""
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(8, 2)
+    x = torch.randn(3, 3, 8)  # B = L_q = L_k = 3
+    real = torch.tensor([[True, True, True], [True, True, False], [True, False, False]])  # (B, L_k)
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 3\) is ambiguous when B = L_q = 3.*"
+                                         r"mask\[:, None, None, :\] \(B, 1, 1, L_k\) for padding"):
+        layer(x, x, x, real)
+    with pytest.raises(ValueError, match=r"mask must be 2-D \(L_q, L_k\) or 4-D .* got shape \(3, 1, 3\)"):
+        layer(x, x, x, real[:, None, :])
+    _, weights = layer(x, x, x, real[:, None, None, :])  # (B, H, L_q, L_k)
+    assert torch.equal(weights > 0, real[:, None, None, :].expand(3, 2, 3, 3))  # per key, every query
+    _, weights = layer(x[:1], x[:1], x[:1], real)  # B = 1: a 2-D mask is a pattern over queries
+    assert torch.equal(weights[0, 0] > 0, real)
+    _, weights = layer(torch.randn(2, 3, 8), x[:2], x[:2], real)  # B = 2, L_q = 3: the same
+    assert torch.equal(weights[1, 1] > 0, real)
 
 
 @settings(max_examples=40, deadline=None)
@@ -107,7 +130,7 @@ def test_multi_head_properties(batch, length, sizes, order, seed):
     torch.manual_seed(0)
     layer = MultiHeadAttention(d_model, num_heads)
     x = torch.randn(batch, length, d_model, generator=generator)
-    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    causal = torch.ones(length, length, dtype=torch.bool).tril()[None, None]  # (1, 1, T, T)
     with torch.no_grad():
         out, weights = layer(x, x, x)
         permuted_out, _ = layer(x[:, permutation], x[:, permutation], x[:, permutation])

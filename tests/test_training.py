@@ -1,5 +1,7 @@
 """attnbook.training: fit, evaluate, History, count_parameters, warmup_schedule."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -192,6 +194,24 @@ def test_errors():
         fit(model, batches, epochs=1, scheduler=scheduler)
     with pytest.raises(ValueError, match="evaluate got no batches"):
         evaluate(model, [])
+
+
+def test_teacher_forced_accuracy_counts_real_target_tokens_only():
+    """A model that is right only where the target is padding scores 0, not the padding's share."""
+    batches, sv, tv = tiny_task()
+    batch = data.make_batch(batches.examples, sv, tv)
+    assert (batch.tgt_out == 0).any()  # there is padding to miscount
+
+    class RightOnPaddingOnly(torch.nn.Module):
+        pad_id = 0
+
+        def forward(self, src, tgt_in):
+            wrong = (batch.tgt_out + 1) % len(tv)  # (B, T): never the target
+            guess = torch.where(batch.tgt_out == 0, 0, torch.where(wrong == 0, 1, wrong))
+            return SimpleNamespace(logits=F.one_hot(guess, len(tv)).float())  # (B, T, V)
+
+    metrics = evaluate(RightOnPaddingOnly(), [batch], decode=False)
+    assert metrics["teacher_forced_accuracy"] == 0.0
 
 
 def test_evaluate_without_decoding_gives_no_exact_match_and_the_same_loss():

@@ -8,6 +8,7 @@ from torch import nn
 
 from attnbook import data
 from attnbook.exercises import check_causal_mask, check_positional_encoding
+from attnbook.protocol import select_rows
 from attnbook.training import count_parameters, fit
 from attnbook.transformer import (DecoderLayer, EncoderLayer, PositionalEncoding, PreLNDecoderLayer, PreLNEncoderLayer,
                                   Transformer, causal_mask, sinusoidal_positions)
@@ -151,7 +152,33 @@ def test_weights_have_the_documented_shapes_and_step_matches_forward():
     assert out.self_weights.shape == (3, 2, 2, 4, 4) and out.encoder_weights.shape == (3, 3, 2, 5, 5)
     assert torch.allclose(torch.stack([s.logits for s in steps], 1), out.logits, atol=1e-5)
     assert torch.allclose(torch.stack([s.weights for s in steps], 1), out.weights, atol=1e-6)
-    assert all(past.shape == (3, 4, 16) for past in state.inputs)  # every layer's inputs at the 4 positions
+    # every decoder layer's keys and values at the 4 positions: (B, H, t, d_head)
+    assert all(cache.keys.shape == cache.values.shape == (3, 2, 4, 8) for cache in state.caches)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoding_projects_the_memory_once_and_leaves_old_states_alone(norm_first):
+    """The encoder's output is projected to keys and values in ``start`` only; a step returns new
+    caches, so stepping twice from one state gives the same logits (beam search relies on it)."""
+    model = small(num_encoder_layers=1, num_decoder_layers=2, norm_first=norm_first)
+    src, tgt_in = padded_batch()
+    calls = []
+    for layer in model.decoder_layers:
+        layer.cross_attn.k_proj.register_forward_hook(lambda *args: calls.append(1))
+    with torch.no_grad():
+        state = model.start(src)
+        assert len(calls) == 2  # one projection per decoder layer
+        first = model.step(state, tgt_in[:, 0])
+        for prev in tgt_in[:, 1:].unbind(1):
+            first = model.step(first.state, prev)
+        assert len(calls) == 2  # and none while stepping
+        again = model.step(state, tgt_in[:, 0])
+        assert torch.equal(again.logits, model.step(state, tgt_in[:, 0]).logits)
+        assert all(len(cache) == 0 for cache in state.caches) and len(first.state.caches[0]) == 4
+        order = torch.tensor([2, 0, 1])
+        moved = select_rows(first.state, order)
+        assert torch.equal(moved.caches[1].keys, first.state.caches[1].keys[order])
+        assert torch.equal(moved.memory_caches[0].values, first.state.memory_caches[0].values[order])
 
 
 def test_shared_embeddings_are_one_matrix_and_need_one_vocabulary():

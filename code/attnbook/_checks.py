@@ -145,6 +145,33 @@ def broadcastable(name: str, mask, target_name: str, target: Tensor) -> None:
                          f"{tuple(target.shape)}")
 
 
+def head_mask(mask, batch: int, heads: int, queries: int, keys: int) -> None:
+    """A bool mask for multi-head scores ``(B, H, L_q, L_k)`` that cannot be read two ways.
+
+    4-D ``(B, H, L_q, L_k)`` with 1 for a size shared, or 2-D ``(L_q, L_k)``: one pattern for
+    every sequence (e.g. causal). A 2-D ``(B, L_k)`` padding mask would line ``B`` up with the
+    queries, so a 2-D mask is refused when ``B = L_q > 1``, and 3-D masks always.
+    """
+    if mask is None:
+        return
+    target = torch.Size([batch, heads, queries, keys])
+    if isinstance(mask, Tensor) and mask.dim() == 2 and mask.size(0) == batch == queries > 1:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} is ambiguous when B = L_q = {batch}: as (L_q, L_k) "
+            f"it is one pattern for every sequence, as (B, L_k) a padding mask per sequence. "
+            f"Pass mask[None, None] (1, 1, L_q, L_k) for a pattern, mask[:, None, None, :] "
+            f"(B, 1, 1, L_k) for padding")
+    if isinstance(mask, Tensor) and mask.dim() == 2 and mask.size(0) not in (1, queries):
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)}: a 2-D mask is (L_q, L_k) with L_q={queries}; "
+            f"for padding per sequence pass mask[:, None, None, :] (B, 1, 1, L_k)")
+    if isinstance(mask, Tensor) and mask.dim() not in (2, 4):
+        raise ValueError(
+            f"mask must be 2-D (L_q, L_k) or 4-D (B, H, L_q, L_k), with 1 for a size shared, got "
+            f"shape {tuple(mask.shape)}: a 3-D mask would line its first size up with the heads")
+    broadcastable("mask", mask, "the scores", torch.empty(target, device="meta"))
+
+
 def floating(name: str, tensor) -> None:
     """``scores must be a floating-point tensor, got dtype torch.int64``."""
     if not isinstance(tensor, Tensor) or not tensor.is_floating_point():

@@ -1,6 +1,5 @@
 """``attnbook.setup``: one call at the top of every notebook for reproducible runs."""
 
-import os
 import random
 
 import numpy as np
@@ -27,7 +26,9 @@ def setup(seed: int = 0, threads: int = 1) -> None:
 
     One thread is the default because the small models of this course train 2-4x
     faster with ``torch.set_num_threads(1)`` than with 2 threads on a 2-core CPU,
-    and a single thread makes CPU results repeatable run to run.
+    and a single thread makes CPU results repeatable run to run. String hashing is
+    not seeded: ``PYTHONHASHSEED`` acts only when Python starts, and the package
+    sorts every set before it uses the order.
 
     Args:
         seed: seed for ``random``, ``numpy.random`` and ``torch``.
@@ -38,7 +39,6 @@ def setup(seed: int = 0, threads: int = 1) -> None:
     """
     checks.non_negative_int(seed=seed)
     checks.positive_int(threads=threads)
-    os.environ["PYTHONHASHSEED"] = str(seed)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -424,6 +424,19 @@ class KVCache:
         self.keys, self.values = keys, values
         return keys, values
 
+    def copy(self) -> "KVCache":
+        """A new cache holding the same tensors: extending it leaves this one as it is."""
+        copy = KVCache()
+        copy.keys, copy.values = self.keys, self.values
+        return copy
+
+    def select_rows(self, index: Tensor) -> "KVCache":
+        """A new cache with the sequences ``index`` (beam search reorders its beams with it)."""
+        copy = KVCache()
+        if self.keys is not None:
+            copy.keys, copy.values = self.keys.index_select(0, index), self.values.index_select(0, index)
+        return copy
+
     def __len__(self) -> int:
         return 0 if self.keys is None else self.keys.size(2)
 
@@ -445,13 +458,17 @@ class MultiHeadAttention(nn.Module):
         q_proj, k_proj, v_proj, out_proj: ``nn.Linear(d_model, d_model)``: the packed ``W^Q``, ``W^K``, ``W^V``, and ``W^O``.
 
     Shapes:
-        query ``(B, L_q, d_model)``, key and value ``(B, L_k, d_model)``, mask (True = may attend) broadcastable to
-        ``(B, H, L_q, L_k)``, e.g. ``(B, 1, 1, L_k)`` or ``(L_q, L_k)`` -> (output ``(B, L_q, d_model)``, weights
+        query ``(B, L_q, d_model)``, key and value ``(B, L_k, d_model)``, mask (True = may attend) 4-D,
+        broadcastable to ``(B, H, L_q, L_k)`` (padding: ``(B, 1, 1, L_k)``), or 2-D ``(L_q, L_k)``, one
+        pattern for every sequence (refused when ``B = L_q``, where it could be padding)
+        -> (output ``(B, L_q, d_model)``, weights
         ``(B, H, L_q, L_k)``); with a ``cache`` holding ``t`` positions the keys are those ``t`` and the new
-        ``L_k``, and mask and weights have ``t + L_k`` keys
+        ``L_k``, and mask and weights have ``t + L_k`` keys; with ``key = value = None`` the keys are the
+        cache's only (:meth:`keys_values`)
 
     Raises:
-        ValueError: ``d_model=100 is not divisible by num_heads=8``; inputs of the wrong width or lengths.
+        ValueError: ``d_model=100 is not divisible by num_heads=8``; inputs of the wrong width or lengths;
+            a mask that is 3-D, or 2-D when ``B = L_q`` (it could be a padding mask or a pattern).
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
@@ -467,17 +484,37 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)  # W^V
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O: (h·d_v) x d_model
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
+    def forward(self, query: Tensor, key: Tensor | None, value: Tensor | None, mask: Tensor | None = None,
                 cache: KVCache | None = None) -> tuple[Tensor, Tensor]:
         checks.shapes("MultiHeadAttention", dict(d_model=self.d_model), query=(query, "B L_q d_model : float"),
                       key=(key, "B L_k d_model : float"), value=(value, "B L_k d_model : float"))
+        if key is None and (cache is None or len(cache) == 0):
+            raise ValueError("key and value may be None only with a filled cache (from keys_values)")
+        checks.head_mask(mask, query.size(0), self.num_heads, query.size(1),
+                         (0 if key is None else key.size(1)) + (0 if cache is None else len(cache)))
         q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L_q, d_head)
-        k = split_heads(self.k_proj(key), self.num_heads)  # (B, H, L_k, d_head)
-        v = split_heads(self.v_proj(value), self.num_heads)  # (B, H, L_k, d_head)
-        if cache is not None:
+        if key is None:  # attend to the cache only: e.g. the encoder's output, projected once
+            k, v = cache.keys, cache.values  # (B, H, S, d_head)
+        else:
+            k = split_heads(self.k_proj(key), self.num_heads)  # (B, H, L_k, d_head)
+            v = split_heads(self.v_proj(value), self.num_heads)  # (B, H, L_k, d_head)
+        if cache is not None and key is not None:
             k, v = cache.extend(k, v)  # (B, H, t + L_k, d_head): the earlier positions' keys and values first
         heads, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout if self.training else 0.0)
         return self.out_proj(merge_heads(heads)), weights  # (B, L_q, d_model), (B, H, L_q, L_k)
+
+    def keys_values(self, x: Tensor) -> KVCache:
+        """``x``'s keys and values, projected once, as a cache to attend to with ``key=None``.
+
+        A decoder projects the encoder's output this way once per sentence, not at every step.
+
+        Shapes:
+            x ``(B, S, d_model)`` -> a cache of ``S`` positions, keys and values ``(B, H, S, d_head)``
+        """
+        checks.shapes("MultiHeadAttention", dict(d_model=self.d_model), x=(x, "B S d_model : float"))
+        cache = KVCache()
+        cache.extend(split_heads(self.k_proj(x), self.num_heads), split_heads(self.v_proj(x), self.num_heads))
+        return cache
 
     @classmethod
     def from_torch(cls, layer: nn.MultiheadAttention) -> "MultiHeadAttention":

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import torch
 
 __all__ = ["seconds", "compare_speeds", "machine_state", "write_benchmark", "peak_memory", "log_slope"]
 
@@ -25,12 +26,19 @@ def seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float
     """The median wall time of ``repeat`` calls of ``fn()``, after ``warmup`` calls that are not timed."""
     for _ in range(warmup):
         fn()
+        _wait_for_gpu()
     times = []
     for _ in range(repeat):
         started = time.perf_counter()
         fn()
+        _wait_for_gpu()  # a GPU runs asynchronously: without this we would time the launch only
         times.append(time.perf_counter() - started)
     return statistics.median(times)
+
+
+def _wait_for_gpu() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def compare_speeds(steps: dict[str, Callable[[], object]], rounds: int = 7, repeat: int = 5) -> dict[str, dict]:
@@ -107,4 +115,7 @@ def log_slope(lengths: Sequence[float], values: Sequence[float]) -> float:
     x, y = np.log(np.asarray(lengths, dtype=float)), np.log(np.asarray(values, dtype=float))
     if len(x) < 2 or np.any(~np.isfinite(x)) or np.any(~np.isfinite(y)):
         raise ValueError(f"log_slope needs at least two positive lengths and values, got {list(lengths)} and {list(values)}")
-    return float(np.polyfit(x, y, 1)[0])
+    dx = x - x.mean()
+    # the least-squares slope in closed form: np.polyfit goes through LAPACK, whose last digits
+    # can change with the BLAS build and its threads, and the notebooks store these numbers
+    return float((dx * (y - y.mean())).sum() / (dx * dx).sum())

@@ -351,6 +351,12 @@ class Batch:
         """The batch size B."""
         return len(self.examples)
 
+    def to(self, device) -> "Batch":
+        """The same batch with its tensors on ``device`` (e.g. a model's, for a GPU)."""
+        moved = {name: getattr(self, name).to(device) for name in
+                 ("src", "src_lengths", "src_mask", "tgt_in", "tgt_out", "tgt_mask")}
+        return Batch(**moved, examples=self.examples)
+
     def __repr__(self) -> str:
         return (
             f"Batch(size={len(self)}, src={tuple(self.src.shape)}, "

@@ -147,7 +147,7 @@ def beam_search(model: nn.Module, src: Tensor, max_len: int, beam_size: int = 4,
                                                row.tolist(), None if beams.weights is None else beams.weights[b * K + k]))
     best = [max(hypotheses, key=lambda h: h.rank) for hypotheses in finished]
     weights = None if best[0].weights is None else nn.utils.rnn.pad_sequence([h.weights for h in best], batch_first=True)
-    return Decoded([h.tokens for h in best], weights, torch.tensor([h.score for h in best]))
+    return Decoded([h.tokens for h in best], weights, torch.tensor([h.score for h in best], device=src.device))
 
 
 def _candidates(beams: _Beams, logits: Tensor, weights: Tensor | None, K: int):

@@ -59,11 +59,13 @@ def mask_tokens(ids: Tensor, maskable: Tensor, mask_id: int, replacement_ids: Te
                   replacement_ids=(replacement_ids, "R : long"))
     checks.in_range("rate", rate, 0.0, 1.0)
     count = (maskable.sum(dim=1).float() * rate).round().clamp(min=1).long()  # (B,) positions to choose per row
-    noise = torch.rand(ids.shape, generator=generator).masked_fill(~maskable, 2.0)  # (B, T); unmaskable sort last
-    rank = noise.argsort(dim=1).argsort(dim=1)  # (B, T): each position's place in a random order of its row
+    # random numbers from the generator's device (the CPU's by default), then moved: the same draws on any device
+    noise = torch.rand(ids.shape, generator=generator).to(ids.device).masked_fill(~maskable, 2.0)  # (B, T)
+    rank = noise.argsort(dim=1).argsort(dim=1)  # (B, T): each position's place in a random order; unmaskable last
     chosen = (rank < count.unsqueeze(1)) & maskable  # (B, T)
-    action = torch.rand(ids.shape, generator=generator)  # (B, T): < 0.8 mask, < 0.9 random id, else keep
-    random_ids = replacement_ids[torch.randint(len(replacement_ids), ids.shape, generator=generator)]  # (B, T)
+    action = torch.rand(ids.shape, generator=generator).to(ids.device)  # (B, T): < 0.8 mask, < 0.9 random, else keep
+    pick = torch.randint(len(replacement_ids), ids.shape, generator=generator)  # (B, T)
+    random_ids = replacement_ids[pick.to(replacement_ids.device)].to(ids.device)  # (B, T)
     inputs = torch.where(chosen & (action < 0.8), mask_id, ids)
     inputs = torch.where(chosen & (action >= 0.8) & (action < 0.9), random_ids, inputs)
     return MaskedTokens(inputs, torch.where(chosen, ids, ignore_index), chosen)
@@ -166,7 +168,7 @@ class DecoderOnly(_TokenStack):
         seen = 0 if caches is None else len(caches[0])  # positions already cached
         length = ids.size(1)
         mask = torch.ones(length, seen + length, dtype=torch.bool, device=ids.device).tril(diagonal=seen)  # (T, t + T)
-        return self.run(ids, mask, offset=seen, caches=caches)
+        return self.run(ids, mask[None, None], offset=seen, caches=caches)  # (1, 1, T, t + T): every sequence
 
 
 # ============================================================ generation
@@ -189,7 +191,8 @@ def next_token(logits: Tensor, temperature: float = 1.0, top_k: int | None = Non
         kth_best = logits.topk(min(top_k, logits.size(-1)), dim=-1).values[:, -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth_best, float("-inf"))  # only the top k keep a chance
     probs = torch.softmax(logits / temperature, dim=-1)  # (B, V)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
+    on = probs.device if generator is None else generator.device  # draw where the generator lives
+    return torch.multinomial(probs.to(on), 1, generator=generator).squeeze(1).to(logits.device)  # (B,)
 
 
 def generate(model: DecoderOnly, prompt: Tensor, steps: int, temperature: float = 1.0, top_k: int | None = None,

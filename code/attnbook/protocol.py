@@ -65,7 +65,8 @@ class Seq2SeqModel(Protocol):
 
 
 def select_rows(state: Any, index: Tensor) -> Any:
-    """Rows ``index`` of every tensor in a state: a tensor, tuple, NamedTuple, list or dict of them.
+    """Rows ``index`` of every tensor in a state: a tensor, tuple, NamedTuple, list or dict of them,
+    or an object with its own ``select_rows(index)`` (a :class:`~attnbook.attention.KVCache`).
 
     Anything that is not a tensor (``None``, ints, strings) is kept as it is.
 
@@ -74,6 +75,8 @@ def select_rows(state: Any, index: Tensor) -> Any:
     """
     if isinstance(state, Tensor):
         return state.index_select(0, index)
+    if hasattr(state, "select_rows"):  # e.g. a KVCache
+        return state.select_rows(index)
     if isinstance(state, tuple) and hasattr(state, "_fields"):
         return type(state)(*(select_rows(item, index) for item in state))
     if isinstance(state, (tuple, list)):

@@ -171,6 +171,7 @@ def batch_loss(model, batch, label_smoothing: float = 0.0) -> tuple[Tensor, int]
     Shapes:
         batch.src ``(B, S)``, batch.tgt_in ``(B, T)``, batch.tgt_out ``(B, T)``; logits ``(B, T, V)``
     """
+    batch = batch.to(_device(model))  # the model's device: a GPU model gets GPU tensors
     logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
     if logits.shape[:2] != batch.tgt_out.shape:
         raise ValueError(f"model gave logits of shape {tuple(logits.shape)} for tgt_out of shape "
@@ -197,6 +198,7 @@ def evaluate(model: nn.Module, batches: Iterable, max_len: int | None = None, de
     loss, correct, tokens, decoded, targets = 0.0, 0, 0, [], []
     with evaluating(model):
         for batch in batches:
+            batch = batch.to(_device(model))
             logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
             real = batch.tgt_out != model.pad_id  # (B, T)
             loss += F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.pad_id,
@@ -233,8 +235,9 @@ def train_on_tensors(model: nn.Module, inputs: Tensor, targets: Tensor, loss_fn,
     model.train()
     for _ in range(epochs):
         for batch in torch.randperm(len(inputs), generator=order).split(batch_size):
-            output = model(inputs[batch])
-            loss = loss_fn(output[0] if isinstance(output, tuple) else output, targets[batch])
+            device = _device(model)
+            output = model(inputs[batch].to(device))
+            loss = loss_fn(output[0] if isinstance(output, tuple) else output, targets[batch].to(device))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -252,6 +255,11 @@ def warmup_schedule(optimizer: torch.optim.Optimizer, d_model: int, warmup: int 
     """
     checks.positive_int(d_model=d_model, warmup=warmup)
     return LambdaLR(optimizer, lambda done: d_model ** -0.5 * min((done + 1) ** -0.5, (done + 1) * warmup ** -1.5))
+
+
+def _device(model: nn.Module) -> torch.device:
+    """Where the model's parameters are (the CPU for a model without any)."""
+    return next(model.parameters(), torch.empty(0)).device
 
 
 def _show_progress(progress: bool | None) -> bool:

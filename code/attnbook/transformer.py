@@ -142,17 +142,20 @@ class PreLNEncoderLayer(EncoderLayer):
 class DecoderLayer(nn.Module):
     """Post-LN decoder layer: masked self-attention, cross-attention to the encoder's output, FFN.
 
-    ``x = LayerNorm(x + Dropout(SelfAttention(x, context)))``, ``x = LayerNorm(x + Dropout(CrossAttention(x,
-    memory)))``, ``x = LayerNorm(x + Dropout(FFN(x)))``. The self-attention's keys and values are ``context``:
-    ``x`` itself in teacher forcing (with a causal mask), or every position so far when decoding step by step.
+    ``x = LayerNorm(x + Dropout(SelfAttention(x)))``, ``x = LayerNorm(x + Dropout(CrossAttention(x,
+    memory)))``, ``x = LayerNorm(x + Dropout(FFN(x)))``. In teacher forcing ``x`` is every target position
+    (with a causal mask). Decoding step by step, ``x`` is the newest position: ``cache`` (a
+    :class:`~attnbook.attention.KVCache`) holds the earlier positions' self-attention keys and values and
+    gains this one's, and ``memory_cache`` the encoder output's keys and values, projected once per
+    sentence (``cross_attn.keys_values(memory)``); ``memory`` is then not read.
 
     Args:
         d_model, num_heads, d_ff, dropout: as :class:`EncoderLayer`.
 
     Shapes:
-        x ``(B, T, d_model)``, memory ``(B, S, d_model)``, self_mask broadcastable to ``(B, H, T, T_c)``,
-        memory_mask to ``(B, H, T, S)``, context ``(B, T_c, d_model)`` (default ``x``)
-        -> (x ``(B, T, d_model)``, self weights ``(B, H, T, T_c)``, cross weights ``(B, H, T, S)``)
+        x ``(B, T, d_model)``, memory ``(B, S, d_model)``, self_mask for ``(B, H, T, t + T)``,
+        memory_mask for ``(B, H, T, S)`` -> (x ``(B, T, d_model)``, self weights ``(B, H, T, t + T)``,
+        cross weights ``(B, H, T, S)``), with ``t`` positions in ``cache`` (0 without one)
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0) -> None:
@@ -163,15 +166,21 @@ class DecoderLayer(nn.Module):
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None = None, memory_mask: Tensor | None = None,
-                context: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        context = x if context is None else context  # (B, T_c, d)
-        z, self_weights = self.self_attn(x, context, context, self_mask)  # (B, T, d), (B, H, T, T_c)
+    def forward(self, x: Tensor, memory: Tensor | None, self_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, cache: KVCache | None = None,
+                memory_cache: KVCache | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        z, self_weights = self.self_attn(x, x, x, self_mask, cache)  # (B, T, d), (B, H, T, t + T)
         x = self.norm1(x + self.dropout(z))
-        z, cross_weights = self.cross_attn(x, memory, memory, memory_mask)  # (B, T, d), (B, H, T, S)
+        z, cross_weights = self._cross(x, memory, memory_mask, memory_cache)  # (B, T, d), (B, H, T, S)
         x = self.norm2(x + self.dropout(z))
         x = self.norm3(x + self.dropout(self.feed_forward(x)))
         return x, self_weights, cross_weights
+
+    def _cross(self, x, memory, memory_mask, memory_cache) -> tuple[Tensor, Tensor]:
+        """Cross-attention to the memory, or to its keys and values projected once."""
+        if memory_cache is not None:
+            return self.cross_attn(x, None, None, memory_mask, memory_cache)
+        return self.cross_attn(x, memory, memory, memory_mask)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderLayer":
@@ -183,16 +192,16 @@ class DecoderLayer(nn.Module):
 class PreLNDecoderLayer(DecoderLayer):
     """Pre-LN decoder layer: ``x = x + Dropout(Sublayer(LayerNorm(x)))`` for each of the three sub-layers.
 
-    The context is normalised with the same ``norm1`` as the queries (it holds the same positions' inputs).
+    The cache holds keys and values of the normalised inputs, as the queries are.
     """
 
-    def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None = None, memory_mask: Tensor | None = None,
-                context: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(self, x: Tensor, memory: Tensor | None, self_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, cache: KVCache | None = None,
+                memory_cache: KVCache | None = None) -> tuple[Tensor, Tensor, Tensor]:
         y = self.norm1(x)
-        c = y if context is None else self.norm1(context)  # (B, T_c, d)
-        z, self_weights = self.self_attn(y, c, c, self_mask)  # (B, T, d), (B, H, T, T_c)
+        z, self_weights = self.self_attn(y, y, y, self_mask, cache)  # (B, T, d), (B, H, T, t + T)
         x = x + self.dropout(z)
-        z, cross_weights = self.cross_attn(self.norm2(x), memory, memory, memory_mask)  # (B, T, d), (B, H, T, S)
+        z, cross_weights = self._cross(self.norm2(x), memory, memory_mask, memory_cache)  # (B, T, d), (B, H, T, S)
         x = x + self.dropout(z)
         x = x + self.dropout(self.feed_forward(self.norm3(x)))
         return x, self_weights, cross_weights
@@ -230,16 +239,22 @@ class TransformerOutput(NamedTuple):
 
 
 class TransformerState(NamedTuple):
-    """The decoding state: the encoder's output, once per sentence, and every decoder layer's inputs so far.
+    """The decoding state: what the encoder gave, once per sentence, and each decoder layer's cache.
+
+    ``memory_caches``: per decoder layer, the encoder output's keys and values for its cross-attention,
+    projected once. ``caches``: per decoder layer, the self-attention keys and values of the ``t``
+    positions decoded so far (a causal decoder never changes them). Every step returns new caches and
+    leaves the old state as it was; beam search reorders them with :func:`~attnbook.protocol.select_rows`.
 
     Shapes:
-        memory ``(B, S, d_model)``; src_mask ``(B, S)`` bool; inputs: ``N`` tensors ``(B, t, d_model)``, the
-        inputs of each decoder layer at the ``t`` positions already decoded (a causal decoder never changes them).
+        memory ``(B, S, d_model)``; src_mask ``(B, S)`` bool; memory_caches: ``N`` caches of ``S``
+        positions; caches: ``N`` caches of ``t`` positions (keys and values ``(B, H, t, d_head)``)
     """
 
     memory: Tensor
     src_mask: Tensor
-    inputs: tuple[Tensor, ...]
+    memory_caches: tuple[KVCache, ...]
+    caches: tuple[KVCache, ...]
 
 
 class Transformer(nn.Module):
@@ -307,7 +322,7 @@ class Transformer(nn.Module):
         checks.shapes("Transformer", src=(src, "B S : long"), tgt_in=(tgt_in, "B T : long"))
         memory, src_mask, encoder_weights = self.encode(src)  # (B, S, d), (B, S), (B, N, H, S, S)
         x = self.embed(tgt_in, self.tgt_embedding)  # (B, T, d)
-        future_hidden = causal_mask(tgt_in.size(1)).to(src.device)  # (T, T)
+        future_hidden = causal_mask(tgt_in.size(1)).to(src.device)[None, None]  # (1, 1, T, T)
         self_weights, cross_weights = [], []
         for layer in self.decoder_layers:
             x, self_w, cross_w = layer(x, memory, future_hidden, src_mask[:, None, None, :])
@@ -319,21 +334,21 @@ class Transformer(nn.Module):
 
     def start(self, src: Tensor) -> TransformerState:
         memory, src_mask, _ = self.encode(src)  # once per sentence
-        no_positions = memory.new_zeros(src.size(0), 0, self.d_model)  # (B, 0, d): nothing decoded yet
-        return TransformerState(memory, src_mask, tuple(no_positions for _ in self.decoder_layers))
+        memory_caches = tuple(layer.cross_attn.keys_values(memory) for layer in self.decoder_layers)
+        return TransformerState(memory, src_mask, memory_caches, tuple(KVCache() for _ in self.decoder_layers))
 
     def step(self, state: TransformerState, prev: Tensor) -> Step:
         checks.instance("state", state, TransformerState, "the TransformerState returned by start or step")
         checks.shapes("step", **{"state.memory": (state.memory, "B S d")}, prev=(prev, "B : long"))
-        x = self.embed(prev.unsqueeze(1), self.tgt_embedding, offset=state.inputs[0].size(1))  # (B, 1, d)
-        inputs, cross_weights = [], []
-        for layer, past in zip(self.decoder_layers, state.inputs):
-            context = torch.cat([past, x], dim=1)  # (B, t + 1, d): this layer's inputs at every position so far
-            x, _, cross_w = layer(x, state.memory, None, state.src_mask[:, None, None, :], context)
-            inputs.append(context)
+        x = self.embed(prev.unsqueeze(1), self.tgt_embedding, offset=len(state.caches[0]))  # (B, 1, d)
+        caches = tuple(cache.copy() for cache in state.caches)  # extended below; the old state stays as it was
+        cross_weights = []
+        for layer, cache, memory_cache in zip(self.decoder_layers, caches, state.memory_caches):
+            # the newest position attends to every position so far: no mask needed
+            x, _, cross_w = layer(x, None, None, state.src_mask[:, None, None, :], cache, memory_cache)
             cross_weights.append(cross_w[:, :, 0])  # (B, H, S)
         logits = self.generator(self.decoder_norm(x[:, 0]))  # (B, V)
-        return Step(logits, state._replace(inputs=tuple(inputs)), torch.stack(cross_weights, dim=1))  # (B, N, H, S)
+        return Step(logits, state._replace(caches=caches), torch.stack(cross_weights, dim=1))  # (B, N, H, S)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, pad_id={self.pad_id}, norm_first={self.norm_first}"

@@ -57,6 +57,8 @@ __all__ = [
     "softmax_with",
     "MASKING_MISTAKES",
     "is_shape_error",
+    "is_view_error",
+    "VIEW_HINT",
     "compare",
     "run_checks",
     "describe",
@@ -165,9 +167,14 @@ def _inputs_changed(case: Case, snapshots: dict) -> str | None:
     for name, value in _named_inputs(case):
         before = snapshots[name]
         if before is not None and not _same(before, value):
+            if isinstance(before, np.ndarray):  # a NumPy exercise: NumPy words
+                advice = "work on a .copy(), or write the result into a new array"
+            else:
+                advice = ("build a new result (e.g. with torch.cat, or work on a "
+                          ".clone())")
             return (
                 f"changed its input `{name}` in place; leave the inputs as they are and "
-                "build a new result (e.g. with torch.cat, or work on a .clone())"
+                + advice
             )
     return None
 
@@ -238,7 +245,10 @@ def compare(got, expected, name: str = "the output", atol: float = 1e-5, rtol: f
 def _compare_arrays(got, expected, name, atol, rtol) -> str | None:
     library = "torch tensor" if isinstance(expected, torch.Tensor) else "NumPy array"
     if not isinstance(got, type(expected)):
-        hint = " — return only the tensor" if isinstance(got, tuple) else ""
+        hint = ""
+        if isinstance(got, tuple):
+            thing = "tensor" if library == "torch tensor" else "array"
+            hint = f" — return only the {thing}"
         return f"{name} is {kind_of(got)}; expected a {library}{hint}"
     got_shape, expected_shape = tuple(got.shape), tuple(expected.shape)
     if got_shape != expected_shape:
@@ -488,6 +498,18 @@ def is_shape_error(problem: str) -> bool:
     """True for a problem that is a RuntimeError about shapes (a matrix product that does not fit ...)."""
     words = ("shape", "size", "dimension", "cannot be multiplied")
     return problem.startswith("raised RuntimeError") and any(word in problem.lower() for word in words)
+
+
+#: The hint for ``view`` on a tensor whose memory does not allow it (after a transpose).
+VIEW_HINT = ("view needs the tensor's numbers laid out in one block of memory, which a "
+             "transpose or permute breaks: use reshape, or .contiguous().view(...)")
+
+
+def is_view_error(problem: str) -> bool:
+    """True for the RuntimeError of ``view`` on a non-contiguous tensor."""
+    text = problem.lower()
+    return problem.startswith("raised RuntimeError") and (
+        "view size is not compatible" in text or "contiguous" in text)
 
 
 # ------------------------------------------------------------- attention weights

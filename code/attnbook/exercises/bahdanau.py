@@ -9,13 +9,25 @@ The references are :func:`attnbook.attention.masked_softmax` and
 :class:`attnbook.attention.AdditiveAttention`.
 """
 
+import re
+
 import torch
 from torch import nn
 
 from attnbook.attention import masked_softmax
-from attnbook.exercises._checking import (MASKING_MISTAKES, Case, checker, close, compare, first_problem,
-                                          mistake_hint, named_tensors, non_finite_problem, softmax_with,
-                                          weights_problem)
+from attnbook.exercises._checking import (
+    Case,
+    checker,
+    close,
+    compare,
+    first_leak,
+    first_problem,
+    mistake_hint,
+    named_tensors,
+    non_finite_problem,
+    softmax_with,
+    weights_problem,
+)
 
 __all__ = ["check_masked_softmax", "check_additive_attention", "check_bahdanau_step"]
 
@@ -70,6 +82,24 @@ def _rounded(tensor: torch.Tensor) -> list:
     return [[round(x, 1) for x in row] for row in tensor.tolist()]
 
 
+#: The hints of the typical masking mistakes, shared by the checkers of chapters 2-3.
+_MASKING_HINTS = {
+    "none": ("the mask was not applied: set the masked scores to -inf before the "
+             "softmax, e.g. scores.masked_fill(~mask, float('-inf'))"),
+    "inverted": ("mask True means *may attend* (like torch's "
+                 "scaled_dot_product_attention): you left out the True positions "
+                 "instead of the False ones"),
+    "multiply": ("masked scores set to 0 (by scores * mask, or masked_fill with 0) "
+                 "still count: exp(0) still gets weight; set them to -inf instead "
+                 "(masked_fill)"),
+    "after": ("zeroing the masked weights after the softmax leaves rows that no longer "
+              "sum to 1; mask the scores before the softmax"),
+}
+
+_MASKING_MISTAKES = [(dict(masking=name), hint)
+                     for name, hint in _MASKING_HINTS.items()]
+
+
 def _compare_masked_softmax(got, case: Case) -> str | None:
     scores, mask = case.args
     expected = case.expected
@@ -78,14 +108,38 @@ def _compare_masked_softmax(got, case: Case) -> str | None:
         hint = _softmax_form_hint(got, scores, mask)
         return problem + (f"\nhint: {hint}" if hint else "") if problem else None
     got = got.detach()
-    mask = mask.expand(scores.shape)  # (..., L) like the scores
+    full = mask.expand(scores.shape)  # (..., L) like the scores
+    if close(got, expected):
+        return None
+    for variant, hint in _softmax_variants(scores, mask):
+        if close(got, variant):
+            return first_problem(got, expected, full, "weights") + f"\nhint: {hint}"
+    values = compare(got, expected, "weights") or "weights differ"
+    hint = _not_weights_hint(got, scores, full)
+    if hint:
+        return f"{values}\nhint: {hint}"
     problem = non_finite_problem(got, expected, case, "weights")
     if problem:
         return problem
-    for variant, hint in _softmax_variants(scores, case.args[1]):
-        if close(got, variant) and not close(got, expected):
-            return first_problem(got, expected, mask, "weights") + f"\nhint: {hint}"
-    return weights_problem(got, expected, mask, case, "weights")
+    if case.info.get("large") and first_leak(got, full) is None:
+        return (f"{values}\nhint: these scores are near ±1000, so a finite fill value "
+                "such as -1000 is not far below them: fill with float('-inf') (or "
+                "torch.finfo(scores.dtype).min)")
+    return weights_problem(got, expected, full, case, "weights")
+
+
+def _not_weights_hint(got, scores, full) -> str:
+    """A hint when ``got`` is not weights at all: log-weights or the masked scores."""
+    allowed = got[full]
+    expected = masked_softmax(scores, full)
+    exps = torch.where(full, got.double().exp(), 0.0)
+    if allowed.numel() and (allowed <= 1e-6).all() and close(exps, expected):
+        return ("these are log-weights (log_softmax); the weights are "
+                "torch.softmax(...), positive and summing to 1 in each row")
+    if close(torch.where(full, got, 0.0), torch.where(full, scores, 0.0)):
+        return ("these are the (masked) scores: the softmax is missing, "
+                "torch.softmax(masked_scores, dim=-1)")
+    return ""
 
 
 def _softmax_form_hint(got, scores, mask) -> str:
@@ -97,31 +151,38 @@ def _softmax_form_hint(got, scores, mask) -> str:
         return "the weights must have the shape of scores; the mask only broadcasts to it"
     if got.shape == scores.shape[:-1]:
         return "you summed over the last dimension; return one weight per score"
+    if got.dim() > scores.dim():
+        return ("the weights have more dimensions than scores: the mask broadcasts to "
+                "scores as it is given, so use it without unsqueeze")
     return ""
 
 
 def _softmax_variants(scores, mask):
     """(wrong answer, hint) pairs for the typical mistakes, computed on this case's inputs."""
-    full = mask.expand(scores.shape)
-    yield torch.softmax(scores, dim=-1), (
-        "the mask was not applied: set the masked scores to -inf before the softmax, e.g. "
-        "scores.masked_fill(~mask, float('-inf'))")
-    yield masked_softmax(scores, ~mask), (
-        "mask True means *may attend* (like torch's scaled_dot_product_attention): you left out "
-        "the True positions instead of the False ones")
-    yield torch.softmax(scores * full, dim=-1), (
-        "multiplying the scores by the mask turns masked scores into 0, and exp(0) still gets "
-        "weight; set them to -inf instead (masked_fill)")
-    yield torch.softmax(scores, dim=-1) * full, (
-        "zeroing the masked weights after the softmax leaves rows that no longer sum to 1; "
-        "mask the scores before the softmax")
+    for name, hint in _MASKING_HINTS.items():
+        yield softmax_with(scores, mask, name), hint
+    masked = scores.masked_fill(~mask.expand(scores.shape), 0.0)
+    yield masked / masked.sum(dim=-1, keepdim=True), (
+        "the exp is missing: softmax(s)_j = exp(s_j) / Σ_k exp(s_k), not s_j / Σ_k s_k")
     for dim in range(scores.dim() - 1):
         yield masked_softmax(scores, mask, dim=dim), (
             f"the softmax ran over dim={dim}; it must run over the last dimension (dim=-1), the "
             "keys, so that each row of weights sums to 1")
 
 
+def _masked_softmax_error_hint(problem: str, case: Case) -> str:
+    if "Dimension out of range" in problem:
+        return ("the scores have 2 or 3 dimensions: take the softmax over dim=-1, the "
+                "last one, not over a fixed dimension number")
+    if problem.startswith("raised IndexError") and "shape of the mask" in problem:
+        return ("indexing with a bool mask needs the full shape of scores: expand "
+                "it first, mask.expand_as(scores), or use masked_fill / torch.where, "
+                "which broadcast")
+    return ""
+
+
 @checker("masked softmax", _masked_softmax_cases, _compare_masked_softmax,
+         error_hint=_masked_softmax_error_hint,
          summary="padding masks, a (B, 1, L) mask over (B, T, L) scores, a causal mask, a fully masked row, "
                  "scores near ±1000")
 def check_masked_softmax(fn) -> bool:
@@ -196,12 +257,21 @@ def _additive_case(batch, length, d_q, d_k, h, lengths, generator) -> Case:
 
 
 def _additive_reference(query, keys, W_q, W_k, v, mask, tanh=True, use_v=True, softmax_dim=-1,
-                        masking="fill", context_from="weights"):
-    """The right answer, or with one typical mistake (the keyword arguments)."""
-    hidden = (query @ W_q.T).unsqueeze(1) + keys @ W_k.T  # (B, 1, h) + (B, L, h) -> (B, L, h)
-    if tanh:
-        hidden = torch.tanh(hidden)
+                        masking="fill", context_from="weights", squash="sum"):
+    """The right answer, or with one typical mistake (the keyword arguments).
+
+    ``squash``: what the tanh is applied to: ``"sum"`` (right), ``"parts"`` (each part
+    separately), ``"score"`` (after v); or another function: ``"relu"``, ``"sigmoid"``.
+    """
+    query_part, key_part = query @ W_q.T, keys @ W_k.T  # (B, h), (B, L, h)
+    if squash == "parts":
+        query_part, key_part = torch.tanh(query_part), torch.tanh(key_part)
+    hidden = query_part.unsqueeze(1) + key_part  # (B, 1, h) + (B, L, h) -> (B, L, h)
+    if tanh and squash in ("sum", "relu", "sigmoid"):
+        hidden = getattr(torch, "tanh" if squash == "sum" else squash)(hidden)
     scores = hidden @ v if use_v else hidden.sum(-1)  # (B, L, h) @ (h,) -> (B, L)
+    if squash == "score":
+        scores = torch.tanh(scores)
     weights = softmax_with(scores, mask, masking, dim=softmax_dim)
     mixing = weights if context_from == "weights" else scores
     context = (mixing.unsqueeze(1) @ keys).squeeze(1)  # (B, 1, L) @ (B, L, d_k) -> (B, d_k)
@@ -209,10 +279,17 @@ def _additive_reference(query, keys, W_q, W_k, v, mask, tanh=True, use_v=True, s
 
 
 _ADDITIVE_MISTAKES = [  # (keyword arguments of _additive_reference, hint), most telling first
-    *MASKING_MISTAKES,
+    *_MASKING_MISTAKES,
     (dict(softmax_dim=0), "the softmax ran over the batch (dim=0); it must run over the L keys of each "
                           "row (dim=-1), so that each row of weights sums to 1"),
     (dict(tanh=False), "tanh is missing: e_j = vᵀ tanh(W_q q + W_k k_j)"),
+    *[(dict(squash=name), f"the nonlinearity is tanh, not {name}: "
+                          "e_j = vᵀ tanh(W_q q + W_k k_j)")
+      for name in ("relu", "sigmoid")],
+    (dict(squash="parts"), "the tanh goes around the sum, tanh(W_q q + W_k k_j), not "
+                           "around each part separately"),
+    (dict(squash="score"), "the tanh comes before v: e_j = vᵀ tanh(W_q q + W_k k_j), "
+                           "i.e. torch.tanh(...) @ v, not torch.tanh(... @ v)"),
     (dict(use_v=False), "e_j is the dot product of v with tanh(W_q q + W_k k_j), i.e. tanh(...) @ v, "
                         "not a plain sum over the h features"),
     (dict(context_from="scores"), "the context was mixed with the raw scores e; use the softmax weights: "
@@ -239,6 +316,10 @@ def _compare_additive(got, case: Case) -> str | None:
             return first_problem(weights, expected_weights, full_mask, "weights") + f"\nhint: {hint}"
         if (close(weights, expected_weights) and close(context, wrong_context)
                 and not close(context, expected_context)):
+            if mistake == dict(masking="none"):
+                hint = ("the weights are right, but the context was mixed with "
+                        "weights from before the masking: use the masked weights, "
+                        "weights @ keys")
             return compare(context, expected_context, "context") + f"\nhint: {hint}"
     problem = weights_problem(weights, expected_weights, full_mask, case, "weights")
     if problem:
@@ -283,6 +364,10 @@ def _additive_shape_hint(context_shape, weights_shape, info) -> str:
     if context_shape == (batch, h):
         return (f"the context has h={h} features: it averages the keys themselves (d_k={d_k}), "
                 "not the projected keys keys @ W_k.T")
+    if context_shape == (batch, length) and weights_shape == (batch, length):
+        return ("the context sums over the L keys (dim=1), not over the features: "
+                "(weights.unsqueeze(-1) * keys).sum(dim=1), or "
+                "weights.unsqueeze(1) @ keys")
     if context_shape == (batch, 1, d_k):
         return "drop the middle dimension of the context (.squeeze(1)): one context vector per row"
     if weights_shape == (batch, length, 1):
@@ -363,20 +448,31 @@ def _step_cases() -> list[Case]:
     return cases
 
 
-def _bahdanau_step(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o, query="previous", order="ec",
-                   squash=True, masked=True, output_state="new"):
+def _bahdanau_step(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o,
+                   query="previous", order="ec", squash="tanh", masking="fill",
+                   output_state="new", softmax_dim=-1, output_order="sce",
+                   softmax_logits=False, previous="given"):
     """The reference step; the keyword arguments rebuild the typical mistakes."""
     with torch.no_grad():
         if query == "new":  # a Luong-order step: the GRU first (reading the embedding only), then attention
             return _bahdanau_step_luong_order(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o)
         part = (hidden @ W_a.T).unsqueeze(1) + annotations @ U_a.T  # (B, S, h): W_a s_(i-1) + U_a h_j
-        scores = (torch.tanh(part) if squash else part) @ v_a  # (B, S)
-        weights = masked_softmax(scores, mask if masked else None)  # (B, S)
+        squashed = part if squash == "none" else getattr(torch, squash)(part)
+        scores = squashed @ v_a  # (B, S)
+        weights = softmax_with(scores, mask, masking, dim=softmax_dim)  # (B, S)
         context = (weights.unsqueeze(1) @ annotations).squeeze(1)  # (B, A)
         pair = [embedded, context] if order == "ec" else [context, embedded]
-        new_hidden = cell(torch.cat(pair, dim=-1), hidden)  # s_i: (B, H)
+        cell_input = torch.cat(pair, dim=-1)  # (B, E + A)
+        if previous == "zeros":  # the cell called without the previous state
+            new_hidden = cell(cell_input)
+        else:
+            new_hidden = cell(cell_input, hidden)  # s_i: (B, H)
         state = new_hidden if output_state == "new" else hidden
-        logits = torch.cat([state, context, embedded], dim=-1) @ W_o.T  # (B, V)
+        parts = {"s": state, "c": context, "e": embedded}
+        inputs = torch.cat([parts[name] for name in output_order], dim=-1)
+        logits = inputs @ W_o.T  # (B, V)
+        if softmax_logits:
+            logits = torch.softmax(logits, dim=-1)
     return logits, new_hidden, context, weights
 
 
@@ -389,13 +485,38 @@ def _bahdanau_step_luong_order(embedded, hidden, annotations, mask, cell, W_a, U
     return torch.cat([new_hidden, context, embedded], dim=-1) @ W_o.T, new_hidden, context, weights
 
 
+_OUTPUT_ORDER_HINT = (
+    "the output layer reads [s_i; c_i; E y_(i-1)] in this order (the columns of W_o "
+    "are laid out that way): torch.cat([hidden, context, embedded], dim=-1) @ W_o.T")
+
+_SCORE = "v_aᵀ tanh(W_a s_(i-1) + U_a h_j)"
+
 _STEP_MISTAKES = [  # (keyword arguments of _bahdanau_step, the item they change first, hint)
-    (dict(squash=False), "weights", "the score is v_aᵀ tanh(W_a s_(i-1) + U_a h_j): the tanh is missing"),
-    (dict(masked=False), "weights", "the padded source positions got weight: pass the mask to the softmax "
-                                    "(masked positions exactly 0)"),
+    (dict(squash="none"), "weights", f"the score is {_SCORE}: the tanh is missing"),
+    *[(dict(squash=name), "weights", f"the nonlinearity is tanh, not {name}: {_SCORE}")
+      for name in ("relu", "sigmoid")],
+    (dict(masking="none"), "weights",
+     "the padded source positions got weight: pass the mask to the softmax (masked "
+     "positions exactly 0)"),
+    *[(dict(masking=name), "weights", _MASKING_HINTS[name])
+      for name in ("inverted", "multiply", "after")],
+    (dict(softmax_dim=0), "weights",
+     "the softmax ran over the batch (dim=0); it must run over the S source positions "
+     "of each row (dim=-1)"),
     (dict(order="ce"), "hidden", "the cell reads [E y_(i-1); c_i], the embedding first, then the context"),
+    (dict(previous="zeros"), "hidden",
+     "the cell also needs the previous state: cell(input, hidden); without it the "
+     "GRU starts from zeros"),
     (dict(output_state="previous"), "logits", "the output layer reads the *new* state: W_o [s_i; c_i; E y_(i-1)]"),
+    *[(dict(output_order=order), "logits", _OUTPUT_ORDER_HINT)
+      for order in ("sec", "cse", "ces", "esc", "ecs")],
+    (dict(softmax_logits=True), "logits",
+     "return the raw logits W_o [s_i; c_i; E y_(i-1)], without a softmax (the loss "
+     "applies it)"),
 ]
+
+#: The items in the order they are computed: the first wrong one is reported.
+_STEP_ORDER = ("weights", "context", "hidden", "logits")
 
 
 def _compare_step(got, case: Case) -> str | None:
@@ -403,7 +524,14 @@ def _compare_step(got, case: Case) -> str | None:
     got = named_tensors(got, _STEP_ITEMS)
     if problem is None or got is None:
         return problem
+    if not all(x.is_floating_point() for x in got.values()):
+        return problem
     expected = dict(zip(_STEP_ITEMS, case.expected))
+    problem = _first_wrong_item(got, expected, _STEP_ORDER, case.args[3]) or problem
+    hidden = got["hidden"]
+    if close(hidden, case.args[1]) and not close(hidden, expected["hidden"]):
+        return (f"{problem}\nhint: this is the previous state s_(i-1): return the new "
+                "one, s_i = cell([E y_(i-1); c_i], s_(i-1))")
     if not close(got["weights"], expected["weights"]) and close(got["weights"],
                                                                   _bahdanau_step(*case.args, query="new")[3]):
         return (f"{problem}\nhint: score the *previous* state s_(i-1), before the GRU step: the context is an "
@@ -412,12 +540,53 @@ def _compare_step(got, case: Case) -> str | None:
     return problem if hint is None else f"{problem}\nhint: {hint}"
 
 
+def _first_wrong_item(got: dict, expected: dict, order: tuple, mask) -> str | None:
+    """The message about the first wrong item, in the order of computation.
+
+    None if an item has the wrong shape (the caller's message covers it) or if none is
+    wrong.
+    """
+    if any(got[name].shape != expected[name].shape for name in order):
+        return None
+    for name in order:
+        if close(got[name], expected[name]):
+            continue
+        if name == "weights" and mask is not None:
+            full = mask.expand(expected[name].shape)
+            return first_problem(got[name], expected[name], full, name)
+        return compare(got[name], expected[name], name) or f"{name} differ"
+    return None
+
+
 def _step_error_hint(problem: str, case: Case) -> str:
     info = case.info
-    if "inconsistent input_size" in problem or ("mat1 and mat2" in problem and f"x{info['E']}" in problem):
-        return (f"the cell reads [E y_(i-1); c_i], E + A = {info['E'] + info['A']} numbers: concatenate the "
-                "embedding and the context before the GRU step")
+    E, H, A, h = info["E"], info["H"], info["A"], info["h"]
+    width = _inconsistent_input_size(problem)
+    if width == H:
+        return ("call the cell as cell(input, hidden): the input [E y_(i-1); c_i] "
+                "first, the previous state s_(i-1) second")
+    if width == E + h:
+        return (f"the context averages the annotations h_j themselves (A = {A} "
+                "numbers), not the projected U_a h_j")
+    if width is not None or ("mat1 and mat2" in problem and f"x{E}" in problem):
+        return (f"the cell reads [E y_(i-1); c_i], E + A = {E + A} numbers: "
+                "concatenate the embedding and the context before the GRU step")
+    matrices = (("W_a", h, H, "hidden"), ("U_a", h, A, "annotations"))
+    for name, rows, columns, x in matrices:
+        if f"x{columns} and {rows}x{columns})" in problem:
+            return (f"{name} ({rows}, {columns}) is stored like nn.Linear.weight, "
+                    f"(out, in): {name} x for every x is {x} @ {name}.T")
+    if any(f"x{n} and {H + A + E}x" in problem for n in (H + A, H + E, A + E)):
+        return (f"the output layer reads all three, [s_i; c_i; E y_(i-1)]: "
+                f"H + A + E = {H + A + E} numbers, "
+                "torch.cat([hidden, context, embedded], dim=-1) @ W_o.T")
     return ""
+
+
+def _inconsistent_input_size(problem: str) -> int | None:
+    """N in a GRUCell's 'inconsistent input_size: got N' error, or None."""
+    match = re.search(r"inconsistent input_size: got (\d+)", problem)
+    return int(match.group(1)) if match else None
 
 
 @checker("Bahdanau decoder step", _step_cases, _compare_step, error_hint=_step_error_hint,

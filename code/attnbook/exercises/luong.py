@@ -10,6 +10,7 @@ The reference is :class:`attnbook.attention.GeneralScore`.
 """
 
 import math
+import types
 
 import numpy as np
 
@@ -17,7 +18,21 @@ import torch
 from torch import nn
 
 from attnbook.attention import masked_softmax
-from attnbook.exercises._checking import Case, checker, close, compare, mistake_hint, named_tensors
+from attnbook.exercises._checking import (
+    Case,
+    checker,
+    close,
+    compare,
+    kind_of,
+    mistake_hint,
+    named_tensors,
+    softmax_with,
+)
+from attnbook.exercises.bahdanau import (
+    _MASKING_HINTS,
+    _first_wrong_item,
+    _inconsistent_input_size,
+)
 
 __all__ = ["check_luong_general_score", "check_luong_step", "check_local_p_window"]
 
@@ -74,6 +89,9 @@ def _compare_general(got, case: Case) -> str | None:
     problem = compare(got, expected, "the output")
     if problem is None:
         return None
+    if isinstance(got, (np.ndarray, list)):
+        return (f"{problem}\nhint: return a torch tensor of shape {(batch, length)}, "
+                "computed with torch operations on the given tensors")
     if not isinstance(got, torch.Tensor) or not got.is_floating_point():
         return problem
     got = got.detach().double()
@@ -98,6 +116,9 @@ def _general_mistake(got, h_t, h_s, W_a, batch: int) -> str:
                 "the softmax out (attention applies it afterwards)")
     if (got >= 0).all() and (((got.sum(-1) - 1).abs() < 1e-4).all() or ((got.sum(0) - 1).abs() < 1e-4).all()):
         return "the values sum to 1 like softmax weights; return the raw scores, before any softmax"
+    if close(got, torch.tanh(right)):
+        return ("a tanh was applied: the general score is h_tᵀ W_a h̄_j itself (the "
+                "tanh belongs to the *concat* score)")
     d = h_t.shape[-1]
     if close(got, right / math.sqrt(d)) or close(got, transposed / math.sqrt(d)):
         return (f"the scores were divided by √d = √{d}; Luong's general score has no scaling (the "
@@ -144,6 +165,10 @@ def _general_shape_hint(shape: tuple, info: dict) -> str:
                 "then .squeeze(1)")
     if shape == (length, batch):
         return "the dimensions are swapped: put the batch first, (B, L)"
+    if batch == 1 and shape == (length,):
+        return ("with a batch of one, .squeeze() without a dimension also drops the "
+                "batch dimension; squeeze only the dimension you added, e.g. "
+                ".squeeze(-1)")
     if shape == (length,) or shape == (batch,):
         return "one score per row and position: keep both the batch and the position dimensions, (B, L)"
     return ""
@@ -199,43 +224,177 @@ def _window_cases() -> list[Case]:
 
 
 def _window_reference(position: float, length: int, D: int, sigma: float | None = None,
-                      cut: bool = True) -> torch.Tensor:
-    """The factors of every position; ``sigma`` and ``cut`` let the hints rebuild typical mistakes."""
+                      cut: str = "<=", exponent: str = "right", start: int = 0,
+                      centre=None, normalise: bool = False, wrap: bool = False,
+                      density: bool = False) -> torch.Tensor:
+    """The factors of every position; the keyword arguments rebuild typical mistakes.
+
+    cut: ``"<="`` (right), ``"<"`` or ``"none"``. exponent: ``"right"``, ``"no 2"``
+    (d² / σ²), ``"precedence"`` (d² / 2 · σ²), ``"sigma"`` (d² / 2σ), ``"abs"``
+    (|d| / 2σ²) or ``"plus"`` (no minus). start: the first position (1: counted from
+    one). centre: a function applied to p_t (e.g. round). normalise: divided by the
+    sum. wrap: positions left of 0 land at the end (negative indices). density: the
+    normal density, divided by sigma √(2π).
+    """
     sigma = D / 2 if sigma is None else sigma
-    positions = torch.arange(length, dtype=torch.float64)  # (length,)
-    factors = torch.exp(-(positions - position) ** 2 / (2 * sigma**2))
-    if cut:
-        factors = factors.masked_fill((positions - position).abs() > D, 0.0)
+    p = float(position if centre is None else centre(position))
+    positions = torch.arange(start, start + length, dtype=torch.float64)  # (length,)
+    d = positions - p
+    terms = {"right": d**2 / (2 * sigma**2), "no 2": d**2 / sigma**2,
+             "precedence": d**2 / 2 * sigma**2, "sigma": d**2 / (2 * sigma),
+             "abs": d.abs() / (2 * sigma**2), "plus": -(d**2) / (2 * sigma**2)}
+    factors = torch.exp(-terms[exponent])
+    if cut != "none":
+        outside = d.abs() > D if cut == "<=" else d.abs() >= D
+        factors = factors.masked_fill(outside, 0.0)
+    if wrap:
+        for s in range(math.ceil(p - D), 0):
+            factors[s % length] = math.exp(-((s - p) ** 2) / (2 * sigma**2))
+    if normalise:
+        factors = factors / factors.sum()
+    if density:
+        factors = factors / (sigma * math.sqrt(2 * math.pi))
     return factors.float()
 
 
-def _compare_window(got, case: Case) -> str | None:
-    if isinstance(got, np.ndarray):
-        got = torch.from_numpy(got)
-    if isinstance(got, (list, tuple)) and all(isinstance(x, (int, float, np.number)) or (isinstance(x, torch.Tensor)
-                                                                                      and x.dim() == 0) for x in got):
-        got = torch.tensor([float(x) for x in got], dtype=torch.float32)  # numbers, NumPy scalars, 0-d tensors
-    if isinstance(got, torch.Tensor) and got.is_floating_point():
-        got = got.detach().float().flatten() if got.dim() == 2 and got.shape[0] == 1 else got.detach().float()
-    problem = compare(got, case.expected, "the factors")
-    if problem is None or not isinstance(got, torch.Tensor) or got.shape != case.expected.shape:
-        return problem
-    p, length, D = case.info["position"], case.info["length"], case.info["D"]
+def _window_mistakes(p: float, length: int, D: int) -> list:
+    """(wrong factors, hint) for the typical mistakes, on this case's inputs."""
+    window = f"[p_t - D, p_t + D] = [{p - D:g}, {p + D:g}]"
     mistakes = [
-        (_window_reference(p, length, D, sigma=D), "sigma is D; Luong et al. use sigma = D / 2"),
-        (_window_reference(p, length, D, cut=False),
-         f"positions outside [p_t - D, p_t + D] = [{p - D}, {p + D}] must get exactly 0"),
-        (_window_reference(p, length, D).masked_fill(
-            (torch.arange(length) - p).abs() >= D, 0.0),
+        (dict(sigma=D), "sigma is D; Luong et al. use sigma = D / 2"),
+        (dict(sigma=D // 2),
+         f"sigma = D / 2 = {D / 2:g} here; D // 2 rounds it down to {D // 2}: use /, "
+         "not //"),
+        (dict(cut="none"), f"positions outside {window} must get exactly 0"),
+        (dict(cut="<"),
          "the window includes its ends: keep positions with |s - p_t| <= D (not < D)"),
+        (dict(exponent="no 2"),
+         "the exponent is -(s - p_t)² / (2 sigma²): the 2 is missing"),
+        (dict(exponent="precedence"),
+         "a / 2 * sigma**2 multiplies by sigma²; put the denominator in parentheses: "
+         "/ (2 * sigma**2)"),
+        (dict(exponent="sigma"),
+         "the denominator is 2 sigma², with sigma squared: / (2 * sigma**2)"),
+        (dict(exponent="abs"),
+         "the distance is squared in a Gaussian: (s - p_t)², not |s - p_t|"),
+        (dict(exponent="plus"),
+         "the exponent is negative: exp(-(s - p_t)² / (2 sigma²)), at most 1"),
+        (dict(start=1),
+         f"positions run from 0 to length - 1 = {length - 1}: use range(length)"),
+        (dict(normalise=True),
+         "the factors are not normalised: don't divide them by their sum (the factor "
+         "at s = p_t is 1)"),
+        (dict(wrap=True),
+         "a negative index wraps around to the end of the list (or tensor): positions "
+         "left of 0 don't exist, so keep only 0 <= s < length"),
+        (dict(density=True),
+         "the factors are not a probability density: no 1 / (sigma √(2π)) in front, "
+         "so the factor at s = p_t is 1"),
     ]
-    for wrong, hint in mistakes:
-        if torch.allclose(got, wrong, atol=1e-5):
-            return f"{problem}\nhint: {hint}"
-    return problem
+    rounding = (f"p_t = {p:g} is used as it is, a float: rounding it (round, int, "
+                "floor, ceil) moves the centre of the window and of the Gaussian")
+    for centre in (round, int, math.floor, math.ceil):
+        mistakes.append((dict(centre=centre), rounding))
+    return [(_window_reference(p, length, D, **keywords), hint)
+            for keywords, hint in mistakes]
+
+
+#: Mistakes in the exponent's denominator that can give the same numbers for some D.
+_DENOMINATOR_MISTAKES = ("the 2 is missing", "in parentheses", "with sigma squared")
+
+
+def _window_as_tensor(got):
+    """``got`` as a float tensor if it has one of the allowed forms; else a message."""
+    allowed = "a list of floats or a 1-D tensor"
+    if isinstance(got, np.ndarray) and got.dtype.kind in "biuf":
+        got = torch.from_numpy(got)
+    if isinstance(got, (list, tuple)):
+        for i, x in enumerate(got):
+            number = (isinstance(x, (int, float, np.number))
+                      and not isinstance(x, (bool, np.bool_)))
+            if not number and not (isinstance(x, torch.Tensor) and x.dim() == 0):
+                return (f"item {i} of the list is {kind_of(x)}; every item must be a "
+                        "float (0.0 outside the window)")
+        # numbers, NumPy scalars, 0-d tensors
+        return torch.tensor([float(x) for x in got], dtype=torch.float32)
+    if not isinstance(got, torch.Tensor):
+        if isinstance(got, (types.GeneratorType, map, filter, range)):
+            return (f"returned {kind_of(got)}; return {allowed}, e.g. list(...) or a "
+                    "list comprehension")
+        return f"the factors is {kind_of(got)}; expected {allowed}"
+    if not got.is_floating_point():
+        return (f"the factors have dtype {got.dtype}; they are floats between 0 and 1 "
+                "(build them with a float dtype, without rounding)")
+    got = got.detach().float()
+    return got.flatten() if got.dim() == 2 and got.shape[0] == 1 else got
+
+
+def _compare_window(got, case: Case) -> str | None:
+    p, length, D = case.info["position"], case.info["length"], case.info["D"]
+    got = _window_as_tensor(got)
+    if isinstance(got, str):
+        return got
+    problem = compare(got, case.expected, "the factors")
+    if problem is None:
+        return None
+    if got.shape != case.expected.shape:
+        return f"{problem}\nhint: {_window_length_hint(got, p, length, D)}"
+    mistakes = _window_mistakes(p, length, D)
+    hints = [hint for wrong, hint in mistakes if close(got, wrong)]
+    if len(hints) > 1 and all(any(m in hint for m in _DENOMINATOR_MISTAKES)
+                              for hint in hints):
+        hints = [f"the exponent is -(s - p_t)² / (2 sigma²), and with sigma = D / 2 = "
+                 f"{D / 2:g} the denominator 2 sigma² is {2 * (D / 2) ** 2:g}: write "
+                 "/ (2 * sigma**2)"]
+    if hints:
+        return f"{problem}\nhint: {hints[0]}"
+    if not torch.isfinite(got).all():
+        return problem
+    return f"{problem}\nhint: {_window_position_hint(got, case.expected, p, D)}"
+
+
+def _window_length_hint(got, p: float, length: int, D: int) -> str:
+    inside = sum(1 for s in range(length) if abs(s - p) <= D)
+    if got.dim() == 1 and got.shape[0] == inside:
+        return ("return a factor for every position 0, 1, ..., length - 1, with 0.0 "
+                "outside the window, not only the positions inside it")
+    if got.dim() != 1:
+        return (f"return {length} numbers, one per position: a list or a 1-D tensor of "
+                f"shape ({length},)")
+    return (f"one factor per position s = 0, 1, ..., length - 1 = {length - 1}: "
+            f"{length} in all (range(length))")
+
+
+def _window_position_hint(got, expected, p: float, D: int) -> str:
+    """The first wrong position: inside or outside the window, and its right factor."""
+    s = int(((got - expected).abs() > 1e-5).nonzero()[0])
+    distance = f"|{s} - {p:g}| = {abs(s - p):.3g}"
+    if expected[s] == 0:
+        return (f"position {s} is outside the window ({distance} > D = {D}), so its "
+                "factor is 0")
+    if got[s] == 0:
+        return (f"position {s} is inside the window ({distance} <= D = {D}), so its "
+                f"factor is exp(-(s - p_t)² / (2 sigma²)) = {float(expected[s]):.4g}, "
+                "not 0")
+    return (f"at s = {s}: exp(-(s - p_t)² / (2 sigma²)) with sigma = D / 2 = {D / 2:g} "
+            f"is exp(-{(s - p) ** 2:.4g} / {2 * (D / 2) ** 2:g}) = "
+            f"{float(expected[s]):.4g}")
+
+
+def _window_error_hint(problem: str, case: Case) -> str:
+    p, length, D = case.info["position"], case.info["length"], case.info["D"]
+    if problem.startswith("raised ZeroDivisionError") and D // 2 == 0:
+        return (f"sigma = D / 2 = {D / 2:g} here; D // 2 rounds it down to 0: use /, "
+                "not //")
+    if problem.startswith("raised IndexError"):
+        return (f"the window [p_t - D, p_t + D] = [{p - D:g}, {p + D:g}] can reach "
+                "past the ends of the source: keep only positions "
+                f"0 <= s <= length - 1 = {length - 1}")
+    return ""
 
 
 @checker("local-p window", _window_cases, _compare_window,
+         error_hint=_window_error_hint,
          summary="centres inside, at and near both ends, fractional centres, D = 1 to 4")
 def check_local_p_window(fn) -> bool:
     """Check ``fn(position, length, D) -> factors``, the Gaussian window of local-p attention.
@@ -287,35 +446,84 @@ def _step_cases() -> list[Case]:
     return cases
 
 
-def _luong_step(embedded, hidden, attentional, annotations, mask, cell, W_a, W_c, W_s, query="new", order="ch",
-                squash=True, transposed=False, masked=True, logits_from="attentional"):
+def _luong_step(embedded, hidden, attentional, annotations, mask, cell, W_a, W_c, W_s,
+                query="new", order="ch", squash=True, transposed=False, masking="fill",
+                logits_from="attentional", feed="ea", score="general", softmax_dim=-1,
+                third="attentional", softmax_logits=False, previous="given"):
     """The reference step; the keyword arguments rebuild the typical mistakes."""
     with torch.no_grad():
-        h_t = cell(torch.cat([embedded, attentional], dim=-1), hidden)  # (B, H): input feeding
-        q = h_t if query == "new" else hidden
-        keys = annotations @ (W_a if transposed else W_a.T)  # (B, S, H): W_a h̄_s for every s
+        fed = {"ea": [embedded, attentional], "ae": [attentional, embedded],
+               "eh": [embedded, hidden]}[feed]
+        if previous == "zeros":  # the cell called without the previous state
+            h_t = cell(torch.cat(fed, dim=-1))
+        else:
+            h_t = cell(torch.cat(fed, dim=-1), hidden)  # (B, H): input feeding
+        q = {"new": h_t, "old": hidden, "attentional": attentional}[query]
+        keys = annotations  # the dot score
+        if score != "dot":
+            keys = annotations @ (W_a if transposed else W_a.T)  # (B, S, H): W_a h̄_s
         scores = (keys @ q.unsqueeze(-1)).squeeze(-1)  # (B, S)
-        weights = masked_softmax(scores, mask if masked else None)  # (B, S)
+        if score == "scaled":
+            scores = scores / math.sqrt(q.shape[-1])
+        weights = softmax_with(scores, mask, masking, dim=softmax_dim)  # (B, S)
         context = (weights.unsqueeze(1) @ annotations).squeeze(1)  # (B, H)
         pair = torch.cat([context, h_t] if order == "ch" else [h_t, context], dim=-1)  # (B, 2H)
         new_attentional = pair @ W_c.T
         new_attentional = torch.tanh(new_attentional) if squash else new_attentional  # (B, H)
         logits = (new_attentional if logits_from == "attentional" else h_t) @ W_s.T  # (B, V)
-    return logits, h_t, new_attentional, weights
+        if softmax_logits:
+            logits = torch.softmax(logits, dim=-1)
+    third_item = new_attentional if third == "attentional" else context
+    return logits, h_t, third_item, weights
 
 
 _STEP_MISTAKES = [  # (keyword arguments of _luong_step, the item they change first, hint)
     (dict(query="old"), "weights", "the query is the *new* state h_t, after the GRU step: Luong et al. score the current "
                                    "state (scoring h_{t-1} is Bahdanau's order)"),
+    (dict(query="attentional"), "weights",
+     "the query is the *new* state h_t, after the GRU step, not the previous "
+     "attentional state h̃_(t-1)"),
     (dict(transposed=True), "weights", "W_a is used transposed: the score is h_tᵀ W_a h̄_s, i.e. annotations @ W_a.T "
                                        "gives W_a h̄_s for every s"),
-    (dict(masked=False), "weights", "the padded source positions got weight: pass the mask to the softmax "
-                                    "(masked positions exactly 0)"),
+    (dict(score="dot"), "weights",
+     "W_a is missing: h_tᵀ h̄_s is the *dot* score; the *general* score is "
+     "h_tᵀ W_a h̄_s"),
+    (dict(score="scaled"), "weights",
+     "the scores were divided by √H; Luong's general score has no scaling"),
+    (dict(masking="none"), "weights",
+     "the padded source positions got weight: pass the mask to the softmax (masked "
+     "positions exactly 0)"),
+    *[(dict(masking=name), "weights", _MASKING_HINTS[name])
+      for name in ("inverted", "multiply", "after")],
+    (dict(softmax_dim=0), "weights",
+     "the softmax ran over the batch (dim=0); it must run over the S source positions "
+     "of each row (dim=-1)"),
     (dict(order="hc"), "attentional", "the order of the concatenation matters: h̃_t = tanh(W_c [c_t; h_t]), the "
                                       "context first"),
     (dict(squash=False), "attentional", "h̃_t = tanh(W_c [c_t; h_t]): the tanh is missing"),
+    (dict(third="context"), "attentional",
+     "the third item is the attentional state h̃_t = tanh(W_c [c_t; h_t]), not the "
+     "context c_t"),
     (dict(logits_from="hidden"), "logits", "the logits come from the attentional state: W_s h̃_t, not W_s h_t"),
+    (dict(softmax_logits=True), "logits",
+     "return the raw logits W_s h̃_t, without a softmax (the loss applies it)"),
 ]
+
+_FEEDING_MISTAKES = [  # (keyword arguments of _luong_step, hint): a wrong new state
+    (dict(feed="ae"),
+     "the cell reads [E y_(t-1); h̃_(t-1)]: the embedding first, then the previous "
+     "attentional state, in this order"),
+    (dict(feed="eh"),
+     "input feeding feeds the previous *attentional* state h̃_(t-1) (the argument "
+     "`attentional`), not the previous state h_(t-1): "
+     "cell([E y_(t-1); h̃_(t-1)], h_(t-1))"),
+    (dict(previous="zeros"),
+     "the cell also needs the previous state: cell(input, hidden); without it the "
+     "GRU starts from zeros"),
+]
+
+#: The items in the order they are computed: the first wrong one is reported.
+_STEP_ORDER = ("hidden", "weights", "attentional", "logits")
 
 
 def _compare_step(got, case: Case) -> str | None:
@@ -323,22 +531,50 @@ def _compare_step(got, case: Case) -> str | None:
     got = named_tensors(got, _STEP_ITEMS)
     if problem is None or got is None:
         return problem
+    if not all(x.is_floating_point() for x in got.values()):
+        return problem
     expected = dict(zip(_STEP_ITEMS, case.expected))
     if not close(got["hidden"], expected["hidden"]):
         if close(got["hidden"], expected["attentional"]) or close(got["attentional"], expected["hidden"]):
             return f"{problem}\nhint: return (logits, hidden, attentional, weights) in this order: h_t, then h̃_t"
-        return (f"{problem}\nhint: the new state is h_t = cell([E y_(t-1); h̃_(t-1)], h_(t-1)): concatenate the "
-                "embedding with the previous attentional state (input feeding), in this order")
+    problem = _first_wrong_item(got, expected, _STEP_ORDER, case.args[4]) or problem
+    if not close(got["hidden"], expected["hidden"]):
+        return f"{problem}\nhint: {_new_state_hint(got['hidden'], case)}"
     hint = mistake_hint(got, expected, _luong_step, case.args, _STEP_MISTAKES)
     return problem if hint is None else f"{problem}\nhint: {hint}"
 
 
+def _new_state_hint(hidden: torch.Tensor, case: Case) -> str:
+    """Why h_t is wrong: the old state returned, or the cell fed the wrong input."""
+    if close(hidden, case.args[1]):
+        return ("this is the previous state h_(t-1): return the new one, "
+                "h_t = cell([E y_(t-1); h̃_(t-1)], h_(t-1))")
+    for mistake, hint in _FEEDING_MISTAKES:
+        if close(hidden, _luong_step(*case.args, **mistake)[1]):
+            return hint
+    return ("the new state is h_t = cell([E y_(t-1); h̃_(t-1)], h_(t-1)): concatenate "
+            "the embedding with the previous attentional state (input feeding), in "
+            "this order")
+
+
 def _step_error_hint(problem: str, case: Case) -> str:
     info = case.info
-    if ("mat1 and mat2" in problem and f"x{info['E']}" in problem) or (
-            "inconsistent input_size" in problem and f"got {info['E']} " in problem):
-        return (f"the cell reads [E y_(t-1); h̃_(t-1)], E + H = {info['E'] + info['H']} numbers: with input feeding, "
-                "concatenate the embedding and the previous attentional state before the GRU step")
+    E, H, V = info["E"], info["H"], info["V"]
+    width = _inconsistent_input_size(problem)
+    cell_input = f"[E y_(t-1); h̃_(t-1)], E + H = {E + H} numbers"
+    if width == H:
+        return (f"the cell's input is {cell_input}, and the cell is called as "
+                "cell(input, h_(t-1)): the input first, the previous state second")
+    if width == 2 * H:
+        return (f"the cell reads {cell_input}: the embedding and the previous "
+                "attentional state (not h_(t-1) and h̃_(t-1))")
+    if width is not None or ("mat1 and mat2" in problem and f"x{E}" in problem):
+        return (f"the cell reads {cell_input}: with input feeding, concatenate the "
+                "embedding and the previous attentional state before the GRU step")
+    for name, rows, columns in (("W_c", H, 2 * H), ("W_s", V, H)):
+        if f"x{columns} and {rows}x{columns})" in problem:
+            return (f"{name} ({rows}, {columns}) is stored like nn.Linear.weight, "
+                    f"(out, in): {name} x is x @ {name}.T")
     return ""
 
 

@@ -10,7 +10,8 @@ The references are :func:`attnbook.attention.split_heads` and :func:`attnbook.at
 import torch
 
 from attnbook.attention import merge_heads, split_heads
-from attnbook.exercises._checking import Case, checker, close, compare, describe
+from attnbook.exercises._checking import (VIEW_HINT, Case, checker, close, compare,
+                                          describe, is_view_error)
 
 __all__ = ["check_split_heads", "check_merge_heads"]
 
@@ -36,6 +37,9 @@ def _mistakes(x: torch.Tensor, heads: int) -> list[tuple[torch.Tensor, str]]:
          "it must get a contiguous block, features i·d_head .. (i+1)·d_head - 1: view as (B, T, H, d_head)"),
         (x.view(batch, length, heads, d_head).transpose(1, 3).transpose(2, 3), "the axes are in the wrong order; "
          "after view(B, T, H, d_head), transpose(1, 2) swaps T and H and leaves d_head last"),
+        (x.transpose(1, 2).reshape(batch, heads, length, d_head),
+         "transposing x to (B, d_model, T) before the reshape mixes features and "
+         "positions: view as (B, T, H, d_head) first, then transpose(1, 2)"),
     ]
 
 
@@ -79,12 +83,38 @@ def check_split_heads(fn) -> bool:
 
 
 def _merge_cases() -> list[Case]:
+    """The sizes of split heads, as the view split_heads returns; then two contiguous
+    tensors, like the ``weights @ v`` that multi-head attention merges."""
     cases = []
-    for batch, length, d_model, heads in _SIZES:
-        x = split_heads(_labelled(batch, length, d_model), heads)  # (B, H, T, d_head): 1000·b + 100·t + feature
-        cases.append(Case(f"heads {describe(x)} (B={batch}, H={heads}, T={length}, d_head={d_model // heads})",
+    sizes = [(size, False) for size in _SIZES] + [(_SIZES[0], True), (_SIZES[1], True)]
+    for (batch, length, d_model, heads), contiguous in sizes:
+        # (B, H, T, d_head): 1000·b + 100·t + feature
+        x = split_heads(_labelled(batch, length, d_model), heads)
+        if contiguous:
+            x = x.contiguous()
+        sizes_text = f"(B={batch}, H={heads}, T={length}, d_head={d_model // heads})"
+        memory = ", contiguous in memory (as weights @ v is)" if contiguous else ""
+        cases.append(Case(f"heads {describe(x)} {sizes_text}{memory}",
                           args=(x,), arg_names=("heads",), expected=merge_heads(x)))
     return cases
+
+
+def _merge_mistakes(x: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
+    """(wrong output, hint) for the typical wrong ways of merging (B, H, T, d_head)."""
+    batch, heads, length, d_head = x.shape
+    d_model = heads * d_head
+    return [
+        (x.reshape(batch, length, d_model),
+         "a reshape straight from (B, H, T, d_head) to (B, T, d_model) mixes heads and "
+         "positions: transpose(1, 2) to (B, T, H, d_head) first, then reshape"),
+        (x.permute(0, 2, 3, 1).reshape(batch, length, d_model),
+         "permute(0, 2, 3, 1) gives (B, T, d_head, H), so the heads' features end up "
+         "interleaved (every H-th feature from one head); permute(0, 2, 1, 3), that is "
+         "transpose(1, 2), gives (B, T, H, d_head): each head's block in one piece"),
+        (x.transpose(2, 3).reshape(batch, length, d_model),
+         "transpose(2, 3) swaps T and d_head; the heads and the positions must swap: "
+         "transpose(1, 2) to (B, T, H, d_head), then reshape"),
+    ]
 
 
 def _compare_merge(got, case: Case) -> str | None:
@@ -92,19 +122,26 @@ def _compare_merge(got, case: Case) -> str | None:
     if problem is None or not isinstance(got, torch.Tensor):
         return problem
     (x,) = case.args
-    batch, heads, length, d_head = x.shape
-    if close(got.detach().float(), x.reshape(batch, length, heads * d_head)):
-        return (f"{problem}\nhint: a reshape straight from (B, H, T, d_head) to (B, T, d_model) mixes heads and "
-                "positions: transpose(1, 2) to (B, T, H, d_head) first, then reshape")
+    for wrong, hint in _merge_mistakes(x):
+        if close(got.detach().float(), wrong):
+            return f"{problem}\nhint: {hint}"
     return problem
 
 
-@checker("merge heads", _merge_cases, _compare_merge, summary="the same sizes as split heads, in reverse")
+def _merge_error_hint(problem: str, case: Case) -> str:
+    return VIEW_HINT if is_view_error(problem) else ""
+
+
+@checker("merge heads", _merge_cases, _compare_merge, error_hint=_merge_error_hint,
+         summary="the same sizes as split heads, in reverse; the views split heads "
+                 "returns and contiguous tensors like weights @ v")
 def check_merge_heads(fn) -> bool:
     """Check ``fn(heads) -> x``: the inverse of splitting, ``x[b, t, i·d_head:(i+1)·d_head] == heads[b, i, t]``.
 
     After a ``transpose`` the tensor is no longer contiguous in memory, so ``view`` may refuse to
-    reshape it: use ``reshape`` (or ``.contiguous().view(...)``).
+    reshape it: use ``reshape`` (or ``.contiguous().view(...)``). The cases hold both
+    the views that split heads returns and contiguous tensors, such as the
+    ``weights @ v`` of attention.
 
     Shapes:
         heads: ``(B, H, T, d_head)``. x: ``(B, T, H·d_head)``.

@@ -39,6 +39,38 @@ def _window_cases() -> list[Case]:
     return cases
 
 
+def _averaged(band: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Each row of ``band`` divided by its sum (0 / 0 = NaN if empty), times x."""
+    return band / band.sum(dim=1, keepdim=True) @ x
+
+
+def _window_slips(x: torch.Tensor, window: int) -> list[tuple[torch.Tensor, str]]:
+    """(wrong output, hint) for the slips in the band's edges and in the division."""
+    length = x.size(1)
+    band, ones = _band(length, window), torch.ones(length, length)
+    before_t = torch.tril(ones, diagonal=-1)  # (T, T): row t holds 0 .. t-1
+    without_t = [before_t - torch.tril(ones, diagonal=-w) for w in (window, window + 1)]
+    without_t_hint = ("the window includes position t itself: average "
+                      "x[t - window + 1], ..., x[t] (keep the diagonal: "
+                      "torch.tril(ones), not diagonal=-1)")
+    slips = [(_averaged(b, x), without_t_hint) for b in without_t]
+    slips += [(torch.nan_to_num(_averaged(b, x)), without_t_hint) for b in without_t]
+    if window > 1:
+        slips.append((_averaged(_band(length, window - 1), x),
+                      "one position too few: the window of t is t - window + 1 .. t, "
+                      "`window` positions including t"))
+    slips += [
+        (band / band.sum(dim=0, keepdim=True) @ x,
+         "each row must be divided by its own sum, band.sum(dim=1, keepdim=True); you "
+         "divided by the column sums (dim=0)"),
+        (band / band.sum(dim=1) @ x,
+         "band.sum(dim=1) has shape (T,), which divides column j by the sum of row j: "
+         "keep the dimension, band.sum(dim=1, keepdim=True), so each row is divided by "
+         "its own sum"),
+    ]
+    return slips
+
+
 def _compare_window(got, case: Case) -> str | None:
     problem = compare(got, case.expected, "the output")
     if problem is None or not isinstance(got, torch.Tensor) or got.shape != case.expected.shape:
@@ -56,6 +88,7 @@ def _compare_window(got, case: Case) -> str | None:
          "one position too many: the window of t is t - window + 1 .. t, `window` positions including t"),
         (band.T / band.T.sum(dim=1, keepdim=True) @ x, "the band points forward: position t averaged t .. t + "
                                                       "window - 1; the window must end at t"),
+        *_window_slips(x, window),
     ]
     for wrong, hint in mistakes:
         if close(got.detach(), wrong):
@@ -71,6 +104,9 @@ def check_window_average(fn) -> bool:
     Each position averages itself and the ``window - 1`` positions before it; near the start, where
     fewer positions exist, it averages those that do (``window=1`` returns ``x``; a window longer than
     the sequence averages the whole past). Use one ``(T, T)`` matrix and one matrix product, no loop.
+
+    The checker compares the result only; it cannot see whether you used one matrix
+    product and no loop, so that part is up to you.
 
     Shapes:
         x: ``(B, T, d)`` float; window: int >= 1. out: ``(B, T, d)``.
@@ -114,7 +150,9 @@ def _sdpa_cases() -> list[Case]:
 
 def _sdpa_variant(q, k, v, mask, scale="sqrt", softmax_dim=-1, masking="fill"):
     """Scaled dot-product attention with one typical mistake (the keyword arguments)."""
-    divisor = {"sqrt": math.sqrt(q.size(-1)), "none": 1.0, "d_k": q.size(-1), "d_v": math.sqrt(v.size(-1))}[scale]
+    divisor = {"sqrt": math.sqrt(q.size(-1)), "none": 1.0, "d_k": q.size(-1),
+               "d_v": math.sqrt(v.size(-1)), "times": 1 / math.sqrt(q.size(-1)),
+               "L_k": math.sqrt(k.size(-2)), "size(1)": math.sqrt(q.size(1))}[scale]
     scores = q @ k.transpose(-2, -1) / divisor
     weights = softmax_with(scores, mask, masking, dim=softmax_dim)
     return weights @ v, weights
@@ -124,6 +162,12 @@ _SDPA_MISTAKES = [  # (keyword arguments of _sdpa_variant, hint), most telling f
     (dict(scale="none"), "the scores were not scaled: divide q @ kᵀ by √d_k (math.sqrt(q.size(-1)))"),
     (dict(scale="d_k"), "the scores were divided by d_k; the scale is √d_k"),
     (dict(scale="d_v"), "the scale uses the size of the values; it is √d_k, the size of the queries and keys"),
+    (dict(scale="times"), "the scores were multiplied by √d_k; divide them by it"),
+    (dict(scale="L_k"), "the scale uses the number of keys L_k; it is √d_k, the last "
+                        "size of q and k"),
+    (dict(scale="size(1)"), "q.size(1) is not d_k: it is L_q for q of shape "
+                            "(B, L_q, d_k) and the number of heads for "
+                            "(B, H, L_q, d_k); d_k is the last size, q.size(-1)"),
     *(mistake for mistake in MASKING_MISTAKES if mistake[0]["masking"] != "multiply"),
     (dict(softmax_dim=-2), "the softmax ran over the queries (dim=-2); each query's weights over the keys must "
                            "sum to 1: softmax over the last dimension"),
@@ -145,6 +189,8 @@ def _compare_sdpa(got, case: Case) -> str | None:
     full = case.info["full_mask"]
     found = non_finite_problem(weights, expected_weights, case, "weights")
     if found:
+        if "\nhint:" in found and case.info["fully_masked"]:
+            found += "; then compute out from the cleaned weights"
         return found
     for mistake, hint in _SDPA_MISTAKES:
         try:
@@ -157,6 +203,10 @@ def _compare_sdpa(got, case: Case) -> str | None:
     if found:
         return found
     problem = compare(out, expected_out, "out")
+    if problem and out.shape == expected_out.shape and not torch.isfinite(out).all():
+        return (f"{problem}\nhint: the weights are right but out is not: compute out = "
+                "weights @ v from the cleaned weights (after the NaN of a fully masked "
+                "row became 0), not from the weights before the clean-up")
     return problem and f"{problem}\nhint: the weights are right; the output is their average of the values, weights @ v"
 
 

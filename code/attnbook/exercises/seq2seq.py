@@ -8,6 +8,7 @@ Import them from :mod:`attnbook.exercises`; how a checker reports is described t
 
 import numbers
 
+import numpy as np
 import torch
 
 from attnbook.exercises._checking import (
@@ -89,16 +90,20 @@ def _same_ids_allowing_pad(got, expected, padding, pad_id) -> bool:
 def _is_int_tensor(value) -> bool:
     if not isinstance(value, torch.Tensor):
         return False
-    return not value.is_floating_point() and value.dtype != torch.bool
+    kinds = (value.is_floating_point(), value.is_complex(), value.dtype == torch.bool)
+    return not any(kinds)
 
 
 def _teacher_forcing_hint(got, case: Case) -> str:
     """A plain-words guess at the mistake behind a wrong answer ("" if no guess)."""
     targets, bos_id = case.info["targets"], case.info["bos_id"]
+    pad_id = case.info["pad_id"]
     batch, steps = targets.shape
     if not isinstance(got, torch.Tensor):
         if isinstance(got, list):
             return "build the result with torch operations (e.g. torch.cat), not a list"
+        if isinstance(got, np.ndarray):
+            return "return a torch tensor (e.g. torch.from_numpy(...)), like targets"
         return ""
     if tuple(got.shape) == (batch, steps + 1):
         return ("you kept the last column; drop it (targets[:, :-1]) so the output has "
@@ -110,17 +115,47 @@ def _teacher_forcing_hint(got, case: Case) -> str:
         return "the output looks transposed; keep the batch first: (B, T)"
     if got.shape != targets.shape:
         return "the output must have the same shape as targets, (B, T)"
-    if got.is_floating_point() or got.dtype == torch.bool:
+    if not _is_int_tensor(got):
         return "token ids must be integers: make the bos column with dtype=targets.dtype"
+    return _shift_hint(got.detach().cpu().long(), targets, bos_id, pad_id)
+
+
+def _shift_hint(got, targets, bos_id: int, pad_id: int) -> str:
+    """The hint for an integer answer of the right shape ("" if no guess)."""
+    if torch.equal(got, targets):
+        return ("this is targets unchanged; shift it one step to the right and put "
+                "bos_id in front: bos_id, then targets[:, :-1]")
     if torch.equal(got[:, :-1], targets[:, 1:]):
         return ("you shifted to the left; shift to the right: the input at step t is the "
                 "target of step t - 1, and bos_id comes first")
+    shifted = torch.equal(got[:, 1:], targets[:, :-1])
+    if torch.equal(got[:, 2:], targets[:, :-2]) and not shifted:
+        return "you shifted by two steps; shift by one: bos_id, then targets[:, :-1]"
     if torch.equal(got[:, 1:], targets[:, 1:]):
         return ("every target token must move one step to the right, not only the first "
                 "be replaced by bos_id")
-    if torch.equal(got[:, 1:], targets[:, :-1]) and not (got[:, 0] == bos_id).all():
-        return f"the first column must be bos_id={bos_id} (use the argument, not a fixed number)"
+    if shifted and not (got[:, 0] == bos_id).all():
+        return _first_column_hint(got[:, 0], targets, bos_id, pad_id)
+    bos = torch.full_like(targets[:, :1], bos_id)  # (B, 1)
+    wrong = got != torch.cat([bos, targets[:, :-1]], dim=1)
+    padding = targets == pad_id
+    if wrong.any() and not (wrong & ~padding).any():
+        value = int(got[wrong][0])
+        return (f"the output differs only where targets hold padding "
+                f"(pad_id={pad_id}); there put the shifted token or pad_id, "
+                f"not {value}")
     return ""
+
+
+def _first_column_hint(first, targets, bos_id: int, pad_id: int) -> str:
+    if pad_id != bos_id and (first == pad_id).all():
+        return (f"the first column holds pad_id={pad_id}; it must be bos_id={bos_id} "
+                "(the arguments come in the order targets, bos_id, pad_id)")
+    if torch.equal(first, targets[:, -1]):
+        return ("torch.roll wraps the last column around to the front; put bos_id in "
+                "the first column afterwards (or build the result with torch.cat)")
+    return (f"the first column must be bos_id={bos_id} (use the argument, not a fixed "
+            "number)")
 
 
 @checker("teacher-forcing inputs", _teacher_forcing_cases, _compare_teacher_forcing,
@@ -176,7 +211,7 @@ def _greedy_case(src_lengths, answer_lengths, max_len, bos_id, eos_id, generator
     scripts = [_script(n, max_steps, regular, eos_id, generator) for n in answer_lengths]
 
     def new_model():
-        return ScriptedSeq2Seq(
+        return _CountingSeq2Seq(
             src, scripts, vocab_size, bos_id, eos_id, max_steps, pad_id=pad_id,
             runaway_hint=(f"but max_len={max_len}: stop after max_len steps even if a row "
                           "never predicts eos"),
@@ -220,13 +255,41 @@ def _distinct_sources(lengths, regular, pad_id, generator) -> torch.Tensor:
 
 
 def _script(answer_length, num_steps, regular, eos_id, generator) -> list[int]:
-    """What the model predicts at each step: the answer, eos, then arbitrary tokens."""
+    """What the model predicts at each step: the answer, eos, then arbitrary tokens.
+
+    Two steps after the first eos comes a second one, as a real model may predict, so
+    that only a cut at the *first* eos gives the answer.
+    """
     num_steps = max(num_steps, (answer_length or 0) + 1)
     picks = torch.randint(len(regular), (num_steps,), generator=generator).tolist()
     script = [regular[i] for i in picks]
     if answer_length is not None:
         script[answer_length] = eos_id
+        if answer_length + 2 < num_steps:
+            script[answer_length + 2] = eos_id
     return script
+
+
+class _CountingSeq2Seq(ScriptedSeq2Seq):
+    """A :class:`ScriptedSeq2Seq` that also counts steps and notices restarts."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.most_steps = 0  # the most model.step calls along one chain of states
+        self.started = []  # the source rows of every model.start call
+        self.restarted = False  # model.start got rows it had already started
+
+    def start(self, src):
+        state = super().start(src)
+        rows = {tuple(row) for row in src.tolist()}
+        self.restarted = self.restarted or any(rows & seen for seen in self.started)
+        self.started.append(rows)
+        return state
+
+    def step(self, state, prev_tokens):
+        if hasattr(state, "step"):
+            self.most_steps = max(self.most_steps, int(state.step) + 1)
+        return super().step(state, prev_tokens)
 
 
 def _reference_greedy(model, src, max_len, bos_id, eos_id) -> list[list[int]]:
@@ -259,6 +322,12 @@ def _compare_greedy(got, case: Case) -> str | None:
         if got_row != expected_row:
             hint = _greedy_row_hint(row, got_row, expected_row, case)
             return f"{hint}\nrow {row}: expected {expected_row}, got {got_row}"
+    model, max_len = case.args[0], case.info["max_len"]
+    if model.most_steps > max_len:
+        return (f"the tokens are right, but model.step was called {model.most_steps} "
+                f"times for one batch and max_len={max_len}\nhint: call model.step at "
+                "most max_len times: stop after max_len steps, or as soon as every row "
+                "has predicted eos")
     return None
 
 
@@ -274,13 +343,23 @@ def _greedy_output_form(got, batch_size: int) -> str | None:
                 f"e.g. [[5, 6], [7]] for a batch of two")
     if len(got) != batch_size:
         rows = "1 row" if len(got) == 1 else f"{len(got)} rows"
-        return f"returned {rows} but src has {batch_size}; give one list per source row"
+        problem = (f"returned {rows} but src has {batch_size}; give one list per "
+                   "source row")
+        if all(isinstance(step, (list, tuple)) and len(step) == batch_size
+               for step in got):
+            problem += ("\nhint: this looks like one list per decoding step (one token "
+                        "per row in each); regroup the tokens by row")
+        return problem
     for row, tokens in enumerate(got):
         if isinstance(tokens, torch.Tensor):
             return f"row {row} is a tensor; make it a list of ints (e.g. with .tolist())"
         if not isinstance(tokens, (list, tuple)):
             return f"row {row} is {kind_of(tokens)}; expected a list of ints"
         for token in tokens:
+            if isinstance(token, (list, tuple)):
+                return (f"row {row} holds lists such as {token!r}, not ints: one token "
+                        "is one int (take argmax(dim=-1) without keepdim, or squeeze "
+                        "the (B, 1) tensor before .tolist())")
             if not _is_int(token):
                 return (f"row {row} holds {type(token).__name__} values, not ints "
                         "(use .item() on a 0-d tensor, or .tolist())")
@@ -311,7 +390,7 @@ def _greedy_row_hint(row: int, got: list, expected: list, case: Case) -> str:
     if got[: len(expected)] == expected:
         return _too_long_hint(row, got, expected, case.info["pad_id"])
     if expected[: len(got)] == got:
-        return _too_short_hint(row, got, expected, eos_id)
+        return _too_short_hint(row, got, expected, eos_id, max_len)
     return f"row {row} has wrong tokens"
 
 
@@ -325,6 +404,10 @@ def _feeding_hint(model: ScriptedSeq2Seq, bos_id: int) -> str:
                 "at the previous step (the argmax of the logits)")
     if model.fed_wrong_token:
         step, row, fed, right = model.fed_wrong_token
+        if step == 0 and getattr(model, "restarted", False):
+            return ("model.start was called again for rows already started, so the "
+                    "decoder began anew; call model.start(src) once, before the loop, "
+                    "and pass on the state that model.step returns")
         if step == 0:
             return (f"the first call of model.step got token {fed} for row {row}; "
                     f"the first input must be bos_id={bos_id}")
@@ -342,7 +425,12 @@ def _too_long_hint(row: int, got: list, expected: list, pad_id: int) -> str:
             "stop each row at its first eos")
 
 
-def _too_short_hint(row: int, got: list, expected: list, eos_id: int) -> str:
+def _too_short_hint(row: int, got: list, expected: list, eos_id: int,
+                    max_len: int = 0) -> str:
+    if len(expected) == max_len and len(got) == max_len - 1:
+        return (f"row {row} has {len(got)} tokens but should have max_len={max_len} "
+                "(it never predicts eos in time): run max_len steps, e.g. "
+                "for _ in range(max_len)")
     hint = (f"row {row} stops after {len(got)} tokens, too early; keep decoding a row until it "
             "predicts eos itself (or max_len steps are done), even when other rows have finished")
     if expected[len(got)] == 2 != eos_id:
@@ -350,7 +438,17 @@ def _too_short_hint(row: int, got: list, expected: list, eos_id: int) -> str:
     return hint
 
 
+def _greedy_error_hint(problem: str, case: Case) -> str:
+    """A hint for an error raised inside the loop ("" if no guess)."""
+    if "expects prev_tokens of shape" in problem and "got shape ()" in problem:
+        return ("prev_tokens holds one token per row, shape (B,): start with "
+                "torch.full((B,), bos_id), and take logits.argmax(dim=-1) (argmax() "
+                "without dim gives one number for the whole batch)")
+    return ""
+
+
 @checker("greedy decoding", _greedy_cases, _compare_greedy,
+         error_hint=_greedy_error_hint,
          summary="rows finishing at different steps, a row stopped by max_len, an empty answer, other bos_id and "
                  "eos_id")
 def check_greedy_decode(fn) -> bool:

@@ -25,13 +25,18 @@ def _positional_cases() -> list[Case]:
                  expected=sinusoidal_positions(length, d_model)) for length, d_model in sizes]
 
 
-def _angles(length: int, d_model: int, base: float = 10000.0, exponent: str = "pair", first: int = 0) -> torch.Tensor:
-    """``pos / base^(...)`` for every feature ``j``: ``(length, d_model)``; the exponent as the paper (``2i/d`` for
-    the pair ``i = j // 2``) or as a common mistake (``j/d``, one frequency per feature)."""
+def _angles(length: int, d_model: int, base: float = 10000.0, exponent: str = "pair",
+            first: int = 0, times: bool = False) -> torch.Tensor:
+    """``pos / base^(...)`` for every feature ``j``: ``(length, d_model)``; the exponent
+    as the paper (``2i/d`` for the pair ``i = j // 2``) or as a common mistake:
+    ``"feature"`` (``j/d``), ``"2j"`` (``2j/d``), ``"4i"`` (``2·2i/d``) or ``"i"``
+    (``i/d``). ``times``: ``pos · base^(...)`` instead of the division."""
     position = torch.arange(first, first + length, dtype=torch.float64).unsqueeze(1)  # (L, 1)
     j = torch.arange(d_model, dtype=torch.float64)
-    power = (2 * (j // 2) if exponent == "pair" else j) / d_model
-    return position / base ** power  # (L, d)
+    top = {"pair": 2 * (j // 2), "feature": j, "2j": 2 * j, "4i": 4 * (j // 2),
+           "i": j // 2}[exponent]
+    power = top / d_model
+    return position * base ** power if times else position / base ** power  # (L, d)
 
 
 def _interleaved(angles: torch.Tensor, even=torch.sin, odd=torch.cos) -> torch.Tensor:
@@ -52,24 +57,59 @@ def _positional_mistakes(length: int, d_model: int) -> list[tuple[torch.Tensor, 
         (torch.cat([torch.sin(half), torch.cos(half)], dim=1),
          "this is the [all sines | all cosines] layout; the exercise (and the paper) interleave them: sin on "
          "even features, cos on odd ones"),
+        (_interleaved(_angles(length, d_model, exponent="2j")),
+         "the exponent is 2i/d_model where 2i is the even feature of the pair "
+         "(i = j // 2 for feature j): features 2i and 2i+1 share one angle; "
+         "2j/d_model, with j the feature index, gives each feature its own"),
+        (_interleaved(_angles(length, d_model, exponent="4i")),
+         "torch.arange(0, d_model, 2) already counts 2i (0, 2, 4, ...): the exponent "
+         "is arange(0, d_model, 2) / d_model, without another factor 2"),
+        (_interleaved(_angles(length, d_model, exponent="i")),
+         "the exponent is 2i/d_model, not i/d_model: pair i uses 10000^(2i/d_model), "
+         "that is torch.arange(0, d_model, 2) / d_model"),
+        (_interleaved(_angles(length, d_model, times=True)),
+         "divide the position by 10000^(2i/d_model) (or multiply it by "
+         "10000^(-2i/d_model)); multiplying by 10000^(2i/d_model) makes the later "
+         "features turn faster instead of slower"),
         (_interleaved(_angles(length, d_model, first=1)), "positions count from 0: the first row is position 0"),
         (_interleaved(_angles(length, d_model).T.contiguous()).T if length == d_model else None,
          "rows are positions and columns features"),
     ]
 
 
+#: Floating-point types too coarse for the checker's tolerance of 1e-4.
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _from_numpy(value):
+    """A NumPy array as a tensor (any strides, e.g. after ``[::-1]``); else as it is."""
+    if not isinstance(value, np.ndarray):
+        return value
+    try:
+        return torch.from_numpy(np.ascontiguousarray(value))
+    except (TypeError, ValueError):  # e.g. an array of objects: compared as it is
+        return value
+
+
 def _compare_positional(got, case: Case) -> str | None:
-    if isinstance(got, np.ndarray):
-        got = torch.from_numpy(got)  # a NumPy answer is as good as a tensor
+    got = _from_numpy(got)  # a NumPy answer is as good as a tensor
     problem = compare(got, case.expected, "the output", atol=1e-4)
     if problem is None or not isinstance(got, torch.Tensor):
         return problem
     length, d_model = case.args
     if tuple(got.shape) == (d_model, length) and length != d_model:
         return f"{problem}\nhint: the shape is (length, d_model): one row per position, one column per feature"
+    low = got.dtype in _LOW_PRECISION
+    atol = 1e-2 if low else 1e-4  # half precision keeps about 3 digits
     for wrong, hint in _positional_mistakes(length, d_model):
-        if wrong is not None and got.shape == wrong.shape and close(got.detach().double(), wrong, atol=1e-4):
+        fits = wrong is not None and got.shape == wrong.shape
+        if fits and close(got.detach().double(), wrong, atol=atol):
             return f"{problem}\nhint: {hint}"
+    if low:
+        dtype = str(got.dtype).removeprefix("torch.")
+        return (f"{problem}\nhint: the output is {dtype}, which keeps only about 3 "
+                "significant digits: too few here; compute and return float32 (torch's "
+                "default) or float64")
     return problem
 
 
@@ -79,7 +119,8 @@ def check_positional_encoding(fn) -> bool:
     """Check ``fn(length, d_model) -> pe`` with ``pe[pos, 2i] = sin(pos / 10000^(2i/d_model))`` and
     ``pe[pos, 2i+1] = cos(pos / 10000^(2i/d_model))``, positions from 0 (Vaswani et al. §3.5).
 
-    A tensor or a NumPy array of floats; ``d_model`` is even.
+    A tensor or a NumPy array of floats (float32 or float64: float16 is too coarse for
+    the checker's tolerance of 1e-4); ``d_model`` is even.
 
     Shapes:
         pe: ``(length, d_model)``.
@@ -110,6 +151,13 @@ def _compare_causal(got, case: Case) -> str | None:
         (ones.triu(), "this is the upper triangle: row t (the query) must allow columns 0 .. t (the keys), the "
                       "lower triangle"),
         (ones.tril(-1), "a position may attend to itself: keep the diagonal (torch.tril with diagonal=0)"),
+        (ones.tril(1), "torch.tril(ones, 1) also lets each position see the next one: "
+                       "keep the diagonal argument at 0, torch.tril(ones)"),
+        (ones, "every entry is True, so nothing is hidden: position t must not see the "
+               "positions after it (keep only the lower triangle, torch.tril)"),
+        (~ones, "every entry is False, so no position may attend to anything: True "
+                "must mark the allowed positions s <= t (torch.tril of a tensor of "
+                "ones)"),
     ]
     for wrong, hint in mistakes:
         if torch.equal(got, wrong):
