@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import attnbook
-from attnbook import data
+from attnbook import data, tasks
 from attnbook.cost import write_benchmark
 from attnbook.training import evaluate, fit, warmup_schedule
 from attnbook.transformer import Transformer
@@ -32,8 +32,9 @@ EPSILONS = (0.0, 0.1)
 
 def task():
     """The chapter's data: reversal, 3 200 to train, 500 held out, and the vocabularies."""
-    splits = data.sequence_splits(data.reversal_task, n_train=3200, n_valid=0, n_test=500, seed=0, min_length=3,
-                                  max_length=12)
+    splits = tasks.sequence_splits(
+        tasks.reversal_task, n_train=3200, n_valid=0, n_test=500, seed=0, min_length=3, max_length=12
+    )
     return splits, *data.build_vocabs(splits.train + splits.test)
 
 
@@ -49,18 +50,42 @@ def confidence(model, examples, src_vocab, tgt_vocab) -> dict:
     right = predicted == targets
     loss = F.cross_entropy(logits, targets).item()
     wrong = confident[~right].mean().item() if (~right).any() else float("nan")
-    return dict(accuracy=right.float().mean().item(), wrong=wrong, right=confident[right].mean().item(),
-                wrong_count=int((~right).sum()), tokens=len(targets), loss=loss, perplexity=math.exp(loss))
+    return dict(
+        accuracy=right.float().mean().item(),
+        wrong=wrong,
+        right=confident[right].mean().item(),
+        wrong_count=int((~right).sum()),
+        tokens=len(targets),
+        loss=loss,
+        perplexity=math.exp(loss),
+    )
 
 
 def run(epsilon: float, seed: int, splits, src_vocab, tgt_vocab) -> dict:
     torch.manual_seed(seed)
-    model = Transformer(len(src_vocab), len(tgt_vocab), d_model=64, num_heads=4, num_encoder_layers=2,
-                        num_decoder_layers=2, d_ff=128, dropout=0.0, norm_first=True)
+    model = Transformer(
+        len(src_vocab),
+        len(tgt_vocab),
+        d_model=64,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=128,
+        dropout=0.0,
+        norm_first=True,
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3 * math.sqrt(64 * 100), betas=(0.9, 0.98), eps=1e-9)
     batches = data.Batches(splits.train, src_vocab, tgt_vocab, batch_size=32, shuffle=True, seed=seed)
-    fit(model, batches, epochs=4, optimizer=optimizer, clip=None, scheduler=warmup_schedule(optimizer, 64, 100),
-        label_smoothing=epsilon, progress=False)
+    fit(
+        model,
+        batches,
+        epochs=4,
+        optimizer=optimizer,
+        clip=None,
+        scheduler=warmup_schedule(optimizer, 64, 100),
+        label_smoothing=epsilon,
+        progress=False,
+    )
     test = data.Batches(splits.test, src_vocab, tgt_vocab, batch_size=500)
     exact = evaluate(model, test)["exact_match"]
     measures = dict(confidence(model, splits.test, src_vocab, tgt_vocab), exact_match=exact)
@@ -76,10 +101,16 @@ def main() -> None:
         for seed in SEEDS:
             runs[str(epsilon)][str(seed)] = run(epsilon, seed, splits, src_vocab, tgt_vocab)
             print(epsilon, seed, runs[str(epsilon)][str(seed)], flush=True)
-    write_benchmark(Path(__file__).with_suffix(".json"), {
-        "task": "string reversal, 3 200 to train, 500 held out; 2 + 2 pre-LN layers, 4 passes",
-        "ceiling": 1 - 0.1 + 0.1 / len(tgt_vocab),
-        "seeds": list(SEEDS), "label_smoothing": list(EPSILONS), "runs": runs})
+    write_benchmark(
+        Path(__file__).with_suffix(".json"),
+        {
+            "task": "string reversal, 3 200 to train, 500 held out; 2 + 2 pre-LN layers, 4 passes",
+            "ceiling": 1 - 0.1 + 0.1 / len(tgt_vocab),
+            "seeds": list(SEEDS),
+            "label_smoothing": list(EPSILONS),
+            "runs": runs,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -36,14 +36,12 @@ ROUNDS, REPEAT = 7, 5  # rounds of compare_speeds; calls per round (their median
 LAYER = dict(d_model=128, heads=4, batch=1, lengths=[64, 128, 256, 512, 1024, 2048, 4096])
 MODEL = dict(vocab=64, d_model=64, num_heads=4, num_layers=2, d_ff=128)
 CACHE = dict(batch=8, max_len=1024, positions=[32, 64, 128, 256, 512, 1000])
-GENERATION = {"dates": dict(sequences=200, tokens=46, max_len=48),
-              "long": dict(sequences=4, tokens=300, max_len=1024)}
+GENERATION = {"dates": dict(sequences=200, tokens=46, max_len=48), "long": dict(sequences=4, tokens=300, max_len=1024)}
 
 
 def by_length(timed: dict, names: list[str], lengths: list[int], key: str) -> dict:
     """``{"explicit T=64": {...}, ...}`` -> ``{"explicit": [{"T": 64, ...}, ...], ...}``."""
-    return {name: [{key: n, **timed[f"{name} {key}={n}"], "repeat": REPEAT} for n in lengths]
-            for name in names}
+    return {name: [{key: n, **timed[f"{name} {key}={n}"], "repeat": REPEAT} for n in lengths] for name in names}
 
 
 def attention_layer() -> dict:
@@ -66,14 +64,22 @@ def attention_layer() -> dict:
     results = by_length(timed, ["explicit", "fused"], LAYER["lengths"], "T")
     for i, T in enumerate(LAYER["lengths"]):
         print(f"T={T:5d} " + "  ".join(f"{n} {r[i]['median_ms']:.2f} ms" for n, r in results.items()), flush=True)
-    return {"setting": dict(LAYER, threads=torch.get_num_threads(), step="forward, no gradients"),
-            "milliseconds": results}
+    return {
+        "setting": dict(LAYER, threads=torch.get_num_threads(), step="forward, no gradients"),
+        "milliseconds": results,
+    }
 
 
 def new_model(max_len: int) -> DecoderOnly:
     torch.manual_seed(0)
-    return DecoderOnly(MODEL["vocab"], d_model=MODEL["d_model"], num_heads=MODEL["num_heads"],
-                       num_layers=MODEL["num_layers"], d_ff=MODEL["d_ff"], max_len=max_len).eval()
+    return DecoderOnly(
+        MODEL["vocab"],
+        d_model=MODEL["d_model"],
+        num_heads=MODEL["num_heads"],
+        num_layers=MODEL["num_layers"],
+        d_ff=MODEL["d_ff"],
+        max_positions=max_len,
+    ).eval()
 
 
 def cache_step() -> dict:
@@ -97,9 +103,12 @@ def cache_step() -> dict:
     results = by_length(timed, ["with the cache", "without"], CACHE["positions"], "t")
     for i, t in enumerate(CACHE["positions"]):
         print(f"t={t:5d} " + "  ".join(f"{n} {r[i]['median_ms']:.2f} ms" for n, r in results.items()), flush=True)
-    return {"setting": dict(MODEL, **CACHE, threads=torch.get_num_threads(),
-                            step="one new token for every sequence, no gradients"),
-            "milliseconds": results}
+    return {
+        "setting": dict(
+            MODEL, **CACHE, threads=torch.get_num_threads(), step="one new token for every sequence, no gradients"
+        ),
+        "milliseconds": results,
+    }
 
 
 def generation() -> dict:
@@ -113,8 +122,9 @@ def generation() -> dict:
             return generate(model, prompt, setting["tokens"], 1.0, None, generator, use_cache=use_cache)
 
         assert torch.equal(run(True), run(False))
-        timed = cost.compare_speeds({"with the cache": lambda: run(True), "without": lambda: run(False)},
-                                    rounds=ROUNDS, repeat=1)  # one generation per round
+        timed = cost.compare_speeds(
+            {"with the cache": lambda: run(True), "without": lambda: run(False)}, rounds=ROUNDS, repeat=1
+        )  # one generation per round
         timed = {way: {**result, "repeat": 1} for way, result in timed.items()}
         results[name] = {"setting": dict(setting, **MODEL, threads=torch.get_num_threads()), **timed}
         print(name, "  ".join(f"{n} {r['median_ms']:.1f} ms" for n, r in timed.items()), flush=True)
@@ -124,8 +134,13 @@ def generation() -> dict:
 def main() -> None:
     attnbook.setup(seed=0)  # one thread
     before = cost.machine_state()
-    results = {"rounds": ROUNDS, "attention_layer": attention_layer(), "cache_step": cache_step(),
-               "generation": generation(), "machine_state": {"before": before, "after": cost.machine_state()}}
+    results = {
+        "rounds": ROUNDS,
+        "attention_layer": attention_layer(),
+        "cache_step": cache_step(),
+        "generation": generation(),
+        "machine_state": {"before": before, "after": cost.machine_state()},
+    }
     cost.write_benchmark(Path(__file__).parent / "long_inputs.json", results)
 
 

@@ -31,17 +31,28 @@ def main() -> None:
             model.zero_grad()
             logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
             F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0).backward()
+
         return run
 
     timings = compare_speeds({arm: step(model) for arm, model in models.items()}, rounds=7, repeat=5)
     for arm, timing in timings.items():
-        print(f"{TRANSLATION_ARMS[arm]:42} {timing['median_ms']:6.1f} ms "
-              f"(rounds {timing['low_ms']:.1f} to {timing['high_ms']:.1f})")
-    write_benchmark(Path(__file__).with_suffix(".json"), {
-        "setting": dict(batch=32, step="forward + backward of the cross-entropy, teacher forced",
-                        threads=torch.get_num_threads(), rounds=7, repeat=5),
-        "milliseconds": timings,
-    })
+        print(
+            f"{TRANSLATION_ARMS[arm]:42} {timing['median_ms']:6.1f} ms "
+            f"(rounds {timing['low_ms']:.1f} to {timing['high_ms']:.1f})"
+        )
+    write_benchmark(
+        Path(__file__).with_suffix(".json"),
+        {
+            "setting": dict(
+                batch=32,
+                step="forward + backward of the cross-entropy, teacher forced",
+                threads=torch.get_num_threads(),
+                rounds=7,
+                repeat=5,
+            ),
+            "milliseconds": timings,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -47,8 +47,10 @@ ROUNDS, REPEAT = 7, 10
 def machine_state() -> dict:
     """The load average and, on Linux, the scheduling priority of this session (its autogroup)."""
     autogroup = Path("/proc/self/autogroup")
-    return {"load_average": [round(value, 2) for value in os.getloadavg()],
-            "autogroup": autogroup.read_text().strip() if autogroup.exists() else None}
+    return {
+        "load_average": [round(value, 2) for value in os.getloadavg()],
+        "autogroup": autogroup.read_text().strip() if autogroup.exists() else None,
+    }
 
 
 def fused(layer: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
@@ -67,9 +69,13 @@ class TorchTransformer(nn.Module):
 
     def forward(self, src, tgt):
         padding = src == self.ours.pad_id  # PyTorch's polarity: True = ignore
-        out = self.core(self.ours.embed(src, self.ours.src_embedding), self.ours.embed(tgt, self.ours.tgt_embedding),
-                        tgt_mask=~causal_mask(tgt.size(1)), src_key_padding_mask=padding,
-                        memory_key_padding_mask=padding)
+        out = self.core(
+            self.ours.embed(src, self.ours.src_embedding),
+            self.ours.embed(tgt, self.ours.tgt_embedding),
+            tgt_mask=~causal_mask(tgt.size(1)),
+            src_key_padding_mask=padding,
+            memory_key_padding_mask=padding,
+        )
         return self.ours.generator(out)
 
 
@@ -77,16 +83,20 @@ def timed(steps: dict) -> dict:
     """compare_speeds over the module's rounds, printed."""
     timings = compare_speeds(steps, rounds=ROUNDS, repeat=REPEAT)
     for name, timing in timings.items():
-        print(f"{name:50} {timing['median_ms']:7.2f} ms (rounds {timing['low_ms']:.2f} to {timing['high_ms']:.2f})",
-              flush=True)
+        print(
+            f"{name:50} {timing['median_ms']:7.2f} ms (rounds {timing['low_ms']:.2f} to {timing['high_ms']:.2f})",
+            flush=True,
+        )
     return timings
 
 
 def ratio(timings: dict, a: str, b: str) -> tuple[float, list[float]]:
     """Median of a / median of b, and the range its rounds' extremes allow."""
     a, b = timings[a], timings[b]
-    return round(a["median_ms"] / b["median_ms"], 3), [round(a["low_ms"] / b["high_ms"], 3),
-                                                       round(a["high_ms"] / b["low_ms"], 3)]
+    return round(a["median_ms"] / b["median_ms"], 3), [
+        round(a["low_ms"] / b["high_ms"], 3),
+        round(a["high_ms"] / b["low_ms"], 3),
+    ]
 
 
 def medians(timings: dict) -> dict:
@@ -99,19 +109,30 @@ def layer_times() -> dict:
     theirs = nn.MultiheadAttention(D, H, batch_first=True)
     ours = MultiHeadAttention.from_torch(theirs)
     x = torch.randn(B, T, D, requires_grad=True)  # (B, T, d_model)
-    timings = timed({
-        "attnbook MultiHeadAttention": lambda: ours(x, x, x)[0].sum().backward(),
-        "nn.MultiheadAttention (per-head weights)": lambda: theirs(x, x, x, average_attn_weights=False)[0]
-        .sum().backward(),
-        "attnbook projections + fused kernel (no weights)": lambda: fused(ours, x).sum().backward(),
-    })
+    timings = timed(
+        {
+            "attnbook MultiHeadAttention": lambda: ours(x, x, x)[0].sum().backward(),
+            "nn.MultiheadAttention (per-head weights)": lambda: (
+                theirs(x, x, x, average_attn_weights=False)[0].sum().backward()
+            ),
+            "attnbook projections + fused kernel (no weights)": lambda: fused(ours, x).sum().backward(),
+        }
+    )
     to_torch, to_torch_range = ratio(timings, "attnbook MultiHeadAttention", "nn.MultiheadAttention (per-head weights)")
-    fused_gain, fused_range = ratio(timings, "attnbook MultiHeadAttention",
-                                    "attnbook projections + fused kernel (no weights)")
-    print(f"attnbook / nn.MultiheadAttention: {to_torch:.2f} (target <= 1.25); fused kernel is {fused_gain:.2f}x faster")
-    return {"milliseconds": medians(timings), "timings": timings, "ratio_attnbook_to_torch": to_torch,
-            "ratio_attnbook_to_torch_range": to_torch_range, "fused_speedup": fused_gain,
-            "fused_speedup_range": fused_range}
+    fused_gain, fused_range = ratio(
+        timings, "attnbook MultiHeadAttention", "attnbook projections + fused kernel (no weights)"
+    )
+    print(
+        f"attnbook / nn.MultiheadAttention: {to_torch:.2f} (target <= 1.25); fused kernel is {fused_gain:.2f}x faster"
+    )
+    return {
+        "milliseconds": medians(timings),
+        "timings": timings,
+        "ratio_attnbook_to_torch": to_torch,
+        "ratio_attnbook_to_torch_range": to_torch_range,
+        "fused_speedup": fused_gain,
+        "fused_speedup_range": fused_range,
+    }
 
 
 def head_times() -> dict:
@@ -119,36 +140,70 @@ def head_times() -> dict:
     torch.manual_seed(0)
     layers = {heads: MultiHeadAttention(D, heads) for heads in (1, H)}
     x = torch.randn(B, T, D, requires_grad=True)  # (B, T, d_model)
-    timings = timed({f"{heads} head{'s' if heads > 1 else ''}": lambda layer=layer: layer(x, x, x)[0].sum().backward()
-                     for heads, layer in layers.items()})
+    timings = timed(
+        {
+            f"{heads} head{'s' if heads > 1 else ''}": lambda layer=layer: layer(x, x, x)[0].sum().backward()
+            for heads, layer in layers.items()
+        }
+    )
     eight_to_one, eight_to_one_range = ratio(timings, f"{H} heads", "1 head")
     print(f"{H} heads / 1 head: {eight_to_one:.2f}")
-    return {"setting": dict(B=B, T=T, d_model=D, heads=[1, H], threads=torch.get_num_threads(),
-                            step="forward + backward (gradients of the weights and the input)"),
-            "milliseconds": medians(timings), "timings": timings,
-            "ratio_8_heads_to_1": eight_to_one, "ratio_8_heads_to_1_range": eight_to_one_range}
+    return {
+        "setting": dict(
+            B=B,
+            T=T,
+            d_model=D,
+            heads=[1, H],
+            threads=torch.get_num_threads(),
+            step="forward + backward (gradients of the weights and the input)",
+        ),
+        "milliseconds": medians(timings),
+        "timings": timings,
+        "ratio_8_heads_to_1": eight_to_one,
+        "ratio_8_heads_to_1_range": eight_to_one_range,
+    }
 
 
 def transformer_times() -> dict:
     """Forward + backward of a small Transformer, ours against PyTorch's."""
     torch.manual_seed(0)
     vocab, length, batch = 100, 32, 32
-    ours = Transformer(vocab, vocab, d_model=128, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=256,
-                       dropout=0.0)
+    ours = Transformer(
+        vocab, vocab, d_model=128, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=256, dropout=0.0
+    )
     theirs = TorchTransformer(ours, layers=2, num_heads=4, d_ff=256)
     src, tgt = torch.randint(4, vocab, (batch, length)), torch.randint(4, vocab, (batch, length))
     src[:, -4:] = 0  # a little padding
-    timings = timed({
-        "attnbook Transformer": lambda: F.cross_entropy(ours(src, tgt).logits.flatten(0, 1), tgt.flatten()).backward(),
-        "nn.Transformer (same embeddings and output layer)":
-            lambda: F.cross_entropy(theirs(src, tgt).flatten(0, 1), tgt.flatten()).backward(),
-    })
-    to_torch, to_torch_range = ratio(timings, "attnbook Transformer", "nn.Transformer (same embeddings and output layer)")
+    timings = timed(
+        {
+            "attnbook Transformer": lambda: F.cross_entropy(
+                ours(src, tgt).logits.flatten(0, 1), tgt.flatten()
+            ).backward(),
+            "nn.Transformer (same embeddings and output layer)": lambda: F.cross_entropy(
+                theirs(src, tgt).flatten(0, 1), tgt.flatten()
+            ).backward(),
+        }
+    )
+    to_torch, to_torch_range = ratio(
+        timings, "attnbook Transformer", "nn.Transformer (same embeddings and output layer)"
+    )
     print(f"attnbook Transformer / nn.Transformer: {to_torch:.2f} (target <= 1.3)")
-    return {"setting": dict(B=32, T=32, d_model=128, heads=4, d_ff=256, layers="2 + 2",
-                            threads=torch.get_num_threads(), step="forward + backward of the cross-entropy"),
-            "milliseconds": medians(timings), "timings": timings,
-            "ratio_attnbook_to_torch": to_torch, "ratio_attnbook_to_torch_range": to_torch_range}
+    return {
+        "setting": dict(
+            B=32,
+            T=32,
+            d_model=128,
+            heads=4,
+            d_ff=256,
+            layers="2 + 2",
+            threads=torch.get_num_threads(),
+            step="forward + backward of the cross-entropy",
+        ),
+        "milliseconds": medians(timings),
+        "timings": timings,
+        "ratio_attnbook_to_torch": to_torch,
+        "ratio_attnbook_to_torch_range": to_torch_range,
+    }
 
 
 def main() -> None:
@@ -157,13 +212,25 @@ def main() -> None:
     layers = layer_times()
     heads = head_times()
     transformer = transformer_times()
-    write_benchmark(Path(__file__).with_suffix(".json"), {
-        "setting": dict(B=B, T=T, d_model=D, heads=H, threads=torch.get_num_threads(),
-                        step="forward + backward (gradients of the weights and the input)",
-                        rounds=ROUNDS, repeat=REPEAT),
-        **layers, "heads": heads, "transformer": transformer,
-        "machine_state": {"before": before, "after": machine_state()},
-    })
+    write_benchmark(
+        Path(__file__).with_suffix(".json"),
+        {
+            "setting": dict(
+                B=B,
+                T=T,
+                d_model=D,
+                heads=H,
+                threads=torch.get_num_threads(),
+                step="forward + backward (gradients of the weights and the input)",
+                rounds=ROUNDS,
+                repeat=REPEAT,
+            ),
+            **layers,
+            "heads": heads,
+            "transformer": transformer,
+            "machine_state": {"before": before, "after": machine_state()},
+        },
+    )
 
 
 if __name__ == "__main__":

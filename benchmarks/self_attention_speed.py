@@ -47,18 +47,29 @@ def main() -> None:
         timed = compare_speeds(steps, rounds=ROUNDS, repeat=REPEAT)
     timings = {layer: [timed[f"{layer} {n}"] for n in LENGTHS] for layer in ("gru", "self_attention")}
     for n, gru_ms, attention_ms in zip(LENGTHS, *timings.values()):
-        print(f"n={n:5d}  GRU {gru_ms['median_ms']:8.2f} ms ({gru_ms['low_ms']:.2f} to "
-              f"{gru_ms['high_ms']:.2f})  attention {attention_ms['median_ms']:8.2f} ms "
-              f"({attention_ms['low_ms']:.2f} to {attention_ms['high_ms']:.2f})")
-    write_benchmark(Path(__file__).with_suffix(".json"), {
-        "setting": dict(batch=BATCH, d_model=D_MODEL, gru="bidirectional, 64 units per direction",
-                        attention="attnbook.attention.SelfAttention(128)",
-                        step="forward, without gradients", threads=torch.get_num_threads(),
-                        rounds=ROUNDS, repeat=REPEAT),
-        "lengths": LENGTHS,
-        "milliseconds": timings,
-        "machine_state": {"before": before, "after": machine_state()},
-    })
+        print(
+            f"n={n:5d}  GRU {gru_ms['median_ms']:8.2f} ms ({gru_ms['low_ms']:.2f} to "
+            f"{gru_ms['high_ms']:.2f})  attention {attention_ms['median_ms']:8.2f} ms "
+            f"({attention_ms['low_ms']:.2f} to {attention_ms['high_ms']:.2f})"
+        )
+    write_benchmark(
+        Path(__file__).with_suffix(".json"),
+        {
+            "setting": dict(
+                batch=BATCH,
+                d_model=D_MODEL,
+                gru="bidirectional, 64 units per direction",
+                attention="attnbook.attention.SelfAttention(128)",
+                step="forward, without gradients",
+                threads=torch.get_num_threads(),
+                rounds=ROUNDS,
+                repeat=REPEAT,
+            ),
+            "lengths": LENGTHS,
+            "milliseconds": timings,
+            "machine_state": {"before": before, "after": machine_state()},
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 import attnbook
-from attnbook import data
+from attnbook import data, tasks
 from attnbook.bahdanau import BahdanauSeq2Seq
 from attnbook.cost import write_benchmark
 from attnbook.training import fit, warmup_schedule
@@ -29,15 +29,33 @@ from attnbook.transformer import Transformer
 
 #: (layers, batch size, pre-LN?, schedule, peak learning rate, warm-up steps): the chapter's setting first, then
 #: one change at a time.
-SETTINGS = [(2, 32, True, "paper", 3e-3, 100), (1, 32, True, "paper", 3e-3, 100), (2, 128, True, "paper", 3e-3, 100),
-            (2, 32, False, "paper", 3e-3, 100), (2, 32, True, "constant", 3e-3, 100), (2, 32, True, "paper", 1e-3, 100),
-            (2, 32, True, "paper", 1e-2, 100), (2, 32, True, "paper", 3e-3, 30)]
+SETTINGS = [
+    (2, 32, True, "paper", 3e-3, 100),
+    (1, 32, True, "paper", 3e-3, 100),
+    (2, 128, True, "paper", 3e-3, 100),
+    (2, 32, False, "paper", 3e-3, 100),
+    (2, 32, True, "constant", 3e-3, 100),
+    (2, 32, True, "paper", 1e-3, 100),
+    (2, 32, True, "paper", 1e-2, 100),
+    (2, 32, True, "paper", 3e-3, 30),
+]
 
 
-def run(layers: int, batch_size: int, norm_first: bool, schedule: str, peak: float, warmup: int, splits, vocabs) -> dict:
+def run(
+    layers: int, batch_size: int, norm_first: bool, schedule: str, peak: float, warmup: int, splits, vocabs
+) -> dict:
     torch.manual_seed(0)
-    model = Transformer(len(vocabs[0]), len(vocabs[1]), d_model=64, num_heads=4, num_encoder_layers=layers,
-                        num_decoder_layers=layers, d_ff=128, dropout=0.0, norm_first=norm_first)
+    model = Transformer(
+        len(vocabs[0]),
+        len(vocabs[1]),
+        d_model=64,
+        num_heads=4,
+        num_encoder_layers=layers,
+        num_decoder_layers=layers,
+        d_ff=128,
+        dropout=0.0,
+        norm_first=norm_first,
+    )
     if schedule == "paper":  # rises for `warmup` steps to `peak`, then falls as step^-0.5
         optimizer = torch.optim.Adam(model.parameters(), lr=peak * math.sqrt(64 * warmup), betas=(0.9, 0.98), eps=1e-9)
         scheduler = warmup_schedule(optimizer, 64, warmup)
@@ -47,8 +65,15 @@ def run(layers: int, batch_size: int, norm_first: bool, schedule: str, peak: flo
     batches = data.Batches(splits.train, *vocabs, batch_size=batch_size, shuffle=True, seed=0)
     valid = data.Batches(splits.valid, *vocabs, batch_size=500)
     history = fit(model, batches, valid, epochs=3, optimizer=optimizer, scheduler=scheduler, clip=None, progress=False)
-    return dict(layers=layers, batch_size=batch_size, norm="pre-LN" if norm_first else "post-LN", schedule=schedule,
-                peak_lr=peak, warmup=warmup, exact_match=[round(value, 4) for value in history["exact_match"]])
+    return dict(
+        layers=layers,
+        batch_size=batch_size,
+        norm="pre-LN" if norm_first else "post-LN",
+        schedule=schedule,
+        peak_lr=peak,
+        warmup=warmup,
+        exact_match=[round(value, 4) for value in history["exact_match"]],
+    )
 
 
 def bahdanau_run(splits, vocabs) -> dict:
@@ -59,13 +84,18 @@ def bahdanau_run(splits, vocabs) -> dict:
     batches = data.Batches(splits.train, *vocabs, batch_size=32, shuffle=True, seed=0)
     valid = data.Batches(splits.valid, *vocabs, batch_size=500)
     history = fit(model, batches, valid, epochs=3, optimizer=optimizer, clip=1.0, progress=False)
-    return dict(model="Bahdanau (Chapter 2)", batch_size=32, lr=5e-3, clip=1.0,
-                exact_match=[round(value, 4) for value in history["exact_match"]])
+    return dict(
+        model="Bahdanau (Chapter 2)",
+        batch_size=32,
+        lr=5e-3,
+        clip=1.0,
+        exact_match=[round(value, 4) for value in history["exact_match"]],
+    )
 
 
 def main() -> None:
     attnbook.setup(seed=0)
-    splits = data.date_splits(n_train=10_000, n_valid=1_000, n_test=1_000, seed=0)  # the chapter's data
+    splits = tasks.date_splits(n_train=10_000, n_valid=1_000, n_test=1_000, seed=0)  # the chapter's data
     vocabs = data.build_vocabs(splits.train + splits.valid + splits.test)
     bahdanau = bahdanau_run(splits, vocabs)
     print(bahdanau, flush=True)
@@ -73,9 +103,15 @@ def main() -> None:
     for setting in SETTINGS:
         runs.append(run(*setting, splits, vocabs))
         print(runs[-1], flush=True)
-    write_benchmark(Path(__file__).parent / "transformer_dates.json",
-                    {"task": "dates, 10 000 to train, validation exact match after each of 3 passes", "seed": 0,
-                     "bahdanau": bahdanau, "runs": runs})
+    write_benchmark(
+        Path(__file__).parent / "transformer_dates.json",
+        {
+            "task": "dates, 10 000 to train, validation exact match after each of 3 passes",
+            "seed": 0,
+            "bahdanau": bahdanau,
+            "runs": runs,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 import attnbook
-from attnbook import data
+from attnbook import data, tasks
 from attnbook.bahdanau import BahdanauSeq2Seq
 from attnbook.cost import compare_speeds, machine_state, write_benchmark
 from attnbook.decoding import beam_search, greedy_decode
@@ -55,8 +55,17 @@ def bahdanau(vocabs):
 
 def transformer(vocabs):
     torch.manual_seed(0)
-    return Transformer(len(vocabs[0]), len(vocabs[1]), d_model=64, num_heads=4, num_encoder_layers=2,
-                       num_decoder_layers=2, d_ff=128, dropout=0.0, norm_first=True)
+    return Transformer(
+        len(vocabs[0]),
+        len(vocabs[1]),
+        d_model=64,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=128,
+        dropout=0.0,
+        norm_first=True,
+    )
 
 
 def transformer_optimizer(model):
@@ -71,11 +80,16 @@ def training(splits, vocabs) -> dict:
     rnn, attention_only = bahdanau(vocabs), transformer(vocabs)
     rnn_optimizer = torch.optim.Adam(rnn.parameters(), lr=5e-3, foreach=True)
     tf_optimizer, tf_scheduler = transformer_optimizer(attention_only)
-    steps = {"Bahdanau": lambda: train_epoch(rnn, batches, rnn_optimizer, clip=1.0),
-             "Transformer": lambda: train_epoch(attention_only, batches, tf_optimizer, tf_scheduler, clip=None)}
-    return dict(steps_per_call=STEPS, batch_size=32,
-                batches_per_pass=math.ceil(len(splits.train) / 32),
-                results=compare_speeds(steps, rounds=ROUNDS, repeat=1))
+    steps = {
+        "Bahdanau": lambda: train_epoch(rnn, batches, rnn_optimizer, clip=1.0),
+        "Transformer": lambda: train_epoch(attention_only, batches, tf_optimizer, tf_scheduler, clip=None),
+    }
+    return dict(
+        steps_per_call=STEPS,
+        batch_size=32,
+        batches_per_pass=math.ceil(len(splits.train) / 32),
+        results=compare_speeds(steps, rounds=ROUNDS, repeat=1),
+    )
 
 
 def training_step(model, n, vocabs):
@@ -125,8 +139,10 @@ def decoding(splits, vocabs) -> dict:
     model = trained_transformer(splits, vocabs)
     model.eval()
     src = data.make_batch(splits.test, *vocabs).src  # (1000, S)
-    steps = {"recomputing": lambda: greedy_by_recomputing(model, src, 12),
-             "greedy_decode": lambda: greedy_decode(model, src, 12)}
+    steps = {
+        "recomputing": lambda: greedy_by_recomputing(model, src, 12),
+        "greedy_decode": lambda: greedy_decode(model, src, 12),
+    }
     for beam_size in BEAMS:
         steps[f"beam {beam_size}"] = lambda beam_size=beam_size: beam_search(model, src, 12, beam_size)
     return dict(dates=len(splits.test), max_len=12, results=compare_speeds(steps, rounds=ROUNDS, repeat=1))
@@ -134,11 +150,16 @@ def decoding(splits, vocabs) -> dict:
 
 def main() -> None:
     attnbook.setup(seed=0)  # one thread
-    splits = data.date_splits(n_train=10_000, n_valid=1_000, n_test=1_000, seed=0)  # the chapter's data
+    splits = tasks.date_splits(n_train=10_000, n_valid=1_000, n_test=1_000, seed=0)  # the chapter's data
     vocabs = data.build_vocabs(splits.train + splits.valid + splits.test)
     before = machine_state()
-    report = {"setting": dict(threads=torch.get_num_threads(), rounds=ROUNDS,
-                              unit="milliseconds per call: median round, fastest and slowest round")}
+    report = {
+        "setting": dict(
+            threads=torch.get_num_threads(),
+            rounds=ROUNDS,
+            unit="milliseconds per call: median round, fastest and slowest round",
+        )
+    }
     report["training"] = training(splits, vocabs)
     print(report["training"], flush=True)
     report["lengths"] = lengths(vocabs)

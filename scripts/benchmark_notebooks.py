@@ -55,8 +55,12 @@ def main() -> None:
         "total_seconds": total,
         "failed": failed,
         "threads_per_notebook": 1,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "torch": torch.__version__, "processor": platform.processor()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "processor": platform.processor(),
+        },
     }
     out = ROOT / "benchmarks" / "notebooks.json"
     out.parent.mkdir(exist_ok=True)

@@ -52,7 +52,11 @@ def classify(path: Path) -> dict[str, int]:
         body = getattr(node, "body", None)
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
             first = body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 mark(first.lineno, first.end_lineno, "docs")
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             mark(node.lineno, node.end_lineno, "structure")

@@ -38,17 +38,29 @@ def draw_roadmap(path: Path) -> None:
     for index, (number, title, adds) in enumerate(CHAPTERS):
         x = index * (width + gap)
         colour = "#dbe9f6" if index == 0 else ("#fde9c9" if index < 3 else "#e3f1dc")
-        box = FancyBboxPatch((x, 0), width, height, boxstyle="round,pad=0.02,rounding_size=0.08",
-                             facecolor=colour, edgecolor="#445566", linewidth=1.0)
+        box = FancyBboxPatch(
+            (x, 0),
+            width,
+            height,
+            boxstyle="round,pad=0.02,rounding_size=0.08",
+            facecolor=colour,
+            edgecolor="#445566",
+            linewidth=1.0,
+        )
         ax.add_patch(box)
-        ax.text(x + width / 2, height - 0.2, f"Chapter {number}", ha="center", va="center",
-                fontsize=8.5, color="#445566")
-        ax.text(x + width / 2, height - 0.62, title, ha="center", va="center",
-                fontsize=9, fontweight="bold")
+        ax.text(
+            x + width / 2, height - 0.2, f"Chapter {number}", ha="center", va="center", fontsize=8.5, color="#445566"
+        )
+        ax.text(x + width / 2, height - 0.62, title, ha="center", va="center", fontsize=9, fontweight="bold")
         ax.text(x + width / 2, 0.45, adds, ha="center", va="center", fontsize=8)
         if index < len(CHAPTERS) - 1:
-            arrow = FancyArrowPatch((x + width, height / 2), (x + width + gap, height / 2),
-                                    arrowstyle="-|>", mutation_scale=10, color="#445566")
+            arrow = FancyArrowPatch(
+                (x + width, height / 2),
+                (x + width + gap, height / 2),
+                arrowstyle="-|>",
+                mutation_scale=10,
+                color="#445566",
+            )
             ax.add_patch(arrow)
     ax.text(0, -0.25, "recurrent models", fontsize=8, color="#8a6d3b")
     ax.text(3 * (width + gap), -0.25, "attention without recurrence", fontsize=8, color="#3c6e2f")
@@ -60,15 +72,26 @@ def draw_roadmap(path: Path) -> None:
 
 
 def _cell(ax, x, y, label, colour, width=0.8, height=0.6):
-    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
-                                boxstyle="round,pad=0.02,rounding_size=0.08",
-                                facecolor=colour, edgecolor="#445566", linewidth=1.0))
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - width / 2, y - height / 2),
+            width,
+            height,
+            boxstyle="round,pad=0.02,rounding_size=0.08",
+            facecolor=colour,
+            edgecolor="#445566",
+            linewidth=1.0,
+        )
+    )
     ax.text(x, y, label, ha="center", va="center", fontsize=10)
 
 
 def _arrow(ax, start, end, colour="#445566", style="-|>"):
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=10, color=colour,
-                                 linewidth=1.0, shrinkA=0, shrinkB=0))
+    ax.add_patch(
+        FancyArrowPatch(
+            start, end, arrowstyle=style, mutation_scale=10, color=colour, linewidth=1.0, shrinkA=0, shrinkB=0
+        )
+    )
 
 
 def draw_encoder_decoder(path: Path) -> None:
@@ -98,13 +121,24 @@ def draw_encoder_decoder(path: Path) -> None:
         source_x = c_x + 0.35 if i == 0 else x - step + 0.4
         _arrow(ax, (source_x, 1.0), (x - 0.4, 1.0))
         # c reaches every decoder step (Cho et al. 2014), drawn as a dashed arc from above
-        ax.annotate("", xy=(x - 0.15, 1.3), xytext=(c_x, 1.3),
-                    arrowprops=dict(arrowstyle="-|>", color="#b05050", linestyle="--", linewidth=0.8,
-                                    connectionstyle="arc3,rad=-0.25"))
+        ax.annotate(
+            "",
+            xy=(x - 0.15, 1.3),
+            xytext=(c_x, 1.3),
+            arrowprops=dict(
+                arrowstyle="-|>", color="#b05050", linestyle="--", linewidth=0.8, connectionstyle="arc3,rad=-0.25"
+            ),
+        )
     ax.text(1.5 * step, 2.05, "encoder: reads the source", ha="center", fontsize=9, color="#2f5d8a")
     ax.text(c_x, 0.35, "context\nvector", ha="center", va="center", fontsize=8, color="#b05050")
-    ax.text(start + 2 * step, -0.55, "decoder: reads the previous output token, writes the next",
-            ha="center", fontsize=9, color="#8a6d3b")
+    ax.text(
+        start + 2 * step,
+        -0.55,
+        "decoder: reads the previous output token, writes the next",
+        ha="center",
+        fontsize=9,
+        color="#8a6d3b",
+    )
     ax.set_xlim(-0.6, start + len(target) * step - 0.4)
     ax.set_ylim(-0.8, 2.9)
     ax.set_axis_off()
@@ -125,8 +159,11 @@ def draw_additive_attention(path: Path) -> None:
         # the score e_ij = v^T tanh(W s_{i-1} + U h_j), then the weight alpha_ij
         _cell(ax, x, 1.2, f"$e_{{i{j + 1}}}$", "#eeeeee", width=0.7, height=0.45)
         _arrow(ax, (x, 0.3), (x, 0.97))
-        ax.add_patch(FancyBboxPatch((x - 0.3, 1.8), 0.6, 0.9 * weight + 0.02,
-                                    boxstyle="square,pad=0", facecolor="#e07b39", edgecolor="none"))
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - 0.3, 1.8), 0.6, 0.9 * weight + 0.02, boxstyle="square,pad=0", facecolor="#e07b39", edgecolor="none"
+            )
+        )
         ax.text(x, 1.72, f"$\\alpha_{{i{j + 1}}}$={weight:.2f}", ha="center", va="top", fontsize=8.5)
         _arrow(ax, (x, 1.43), (x, 1.55), colour="#888888")
     ax.text(-0.9, 1.2, "scores", ha="right", va="center", fontsize=9, color="#555555")
@@ -142,8 +179,12 @@ def draw_additive_attention(path: Path) -> None:
     c_x = 1.5 * step
     _cell(ax, c_x, 3.4, "$c_i = \\sum_j \\alpha_{ij} h_j$", "#f6d6d6", width=2.0)
     for j in range(len(weights)):
-        ax.annotate("", xy=(c_x, 3.1), xytext=(j * step, 2.75),
-                    arrowprops=dict(arrowstyle="-|>", color="#b05050", linewidth=0.6 + 3 * weights[j]))
+        ax.annotate(
+            "",
+            xy=(c_x, 3.1),
+            xytext=(j * step, 2.75),
+            arrowprops=dict(arrowstyle="-|>", color="#b05050", linewidth=0.6 + 3 * weights[j]),
+        )
     _cell(ax, s_x, 3.4, "$s_i$", "#fde9c9")
     _arrow(ax, (c_x + 1.0, 3.4), (s_x - 0.4, 3.4))
     _arrow(ax, (s_x, 1.5), (s_x, 3.1))
@@ -170,8 +211,16 @@ def draw_self_attention(path: Path) -> None:
             _arrow(ax, (x, 0.3), (x + dx, 0.97), colour="#888888")
         _cell(ax, x, 2.45, f"$q_{focus + 1} \\cdot k_{j + 1} / \\sqrt{{d_k}}$", "#eeeeee", width=1.55, height=0.45)
         _arrow(ax, (x, 1.43), (x, 2.22), colour="#3c6e2f")  # key j into score j
-        ax.add_patch(FancyBboxPatch((x - 0.3, 3.1), 0.6, 1.0 * weights[j] + 0.02,
-                                    boxstyle="square,pad=0", facecolor="#e07b39", edgecolor="none"))
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - 0.3, 3.1),
+                0.6,
+                1.0 * weights[j] + 0.02,
+                boxstyle="square,pad=0",
+                facecolor="#e07b39",
+                edgecolor="none",
+            )
+        )
         ax.text(x - 0.4, 3.1, f"{weights[j]:.2f}", ha="right", va="bottom", fontsize=8.5)
         ax.text(x + 0.4, 3.1, f"$\\times\\, v_{j + 1}$", ha="left", va="bottom", fontsize=9, color="#7a4d99")
     q_x = focus * step - 0.6  # the focus position's query goes to every score box
@@ -184,10 +233,21 @@ def draw_self_attention(path: Path) -> None:
     z_x = 1.5 * step
     _cell(ax, z_x, 4.9, f"$z_{focus + 1} = \\sum_j \\alpha_{{{focus + 1}j}}\\, v_j$", "#f6d6d6", width=2.4)
     for j in range(len(tokens)):  # each weighted value reaches z in proportion to its weight
-        ax.annotate("", xy=(z_x + 0.3 * (j - 1.5), 4.6), xytext=(j * step, 3.2 + 1.0 * weights[j]),
-                    arrowprops=dict(arrowstyle="-|>", color="#7a4d99", linewidth=0.6 + 3 * weights[j]))
-    ax.text(z_x + 1.4, 4.9, "every position does the same with its own query, all at once", ha="left",
-            va="center", fontsize=8.5, color="#555555")
+        ax.annotate(
+            "",
+            xy=(z_x + 0.3 * (j - 1.5), 4.6),
+            xytext=(j * step, 3.2 + 1.0 * weights[j]),
+            arrowprops=dict(arrowstyle="-|>", color="#7a4d99", linewidth=0.6 + 3 * weights[j]),
+        )
+    ax.text(
+        z_x + 1.4,
+        4.9,
+        "every position does the same with its own query, all at once",
+        ha="left",
+        va="center",
+        fontsize=8.5,
+        color="#555555",
+    )
     ax.set_xlim(-2.6, (len(tokens) - 1) * step + 1.2)
     ax.set_ylim(-0.9, 5.3)
     ax.set_axis_off()
@@ -214,16 +274,45 @@ def draw_multi_head(path: Path) -> None:
         _cell(ax, x, 3.35, f"head$_{name}$  ($T \\times d_v$)", colour, width=1.9, height=0.5)
         _arrow(ax, (x, 2.58), (x, 3.1))
         _arrow(ax, (x, 3.6), (step + (index - 1) * 0.9, 4.2))
-    _cell(ax, step, 4.45, f"Concat(head$_1$, …, head$_h$)   ($T \\times h d_v$)", "#fde9c9", width=4.6, height=0.5)
-    _cell(ax, step, 5.4, f"$\\cdot\\, W^O$   ($h d_v \\times {d_model}$)   →   output ($T \\times {d_model}$)", "#f6d6d6",
-          width=5.6, height=0.5)
+    _cell(ax, step, 4.45, "Concat(head$_1$, …, head$_h$)   ($T \\times h d_v$)", "#fde9c9", width=4.6, height=0.5)
+    _cell(
+        ax,
+        step,
+        5.4,
+        f"$\\cdot\\, W^O$   ($h d_v \\times {d_model}$)   →   output ($T \\times {d_model}$)",
+        "#f6d6d6",
+        width=5.6,
+        height=0.5,
+    )
     _arrow(ax, (step, 4.7), (step, 5.15))
-    ax.text(2 * step + 1.5, 2.3, "each head attends\nin its own $d_k = d_{\\mathrm{model}}/h$\nfeatures, "
-            "with its own\nweights", ha="left", va="center", fontsize=8.5, color="#555555")
-    ax.text(2 * step + 1.5, 1.1, "each $W_i^Q$, $W_i^K$, $W_i^V$ is\n$d_{\\mathrm{model}} \\times d_k$: a slice of one\n$d_{\\mathrm{model}} \\times d_{\\mathrm{model}}$ matrix",
-            ha="left", va="center", fontsize=8.5, color="#555555")
-    ax.text(2 * step + 1.5, 4.9, "$W^O$ mixes the heads and\nreturns to the model's width,\nso the output can be "
-            "added to $X$", ha="left", va="center", fontsize=8.5, color="#555555")
+    ax.text(
+        2 * step + 1.5,
+        2.3,
+        "each head attends\nin its own $d_k = d_{\\mathrm{model}}/h$\nfeatures, with its own\nweights",
+        ha="left",
+        va="center",
+        fontsize=8.5,
+        color="#555555",
+    )
+    ax.text(
+        2 * step + 1.5,
+        1.1,
+        "each $W_i^Q$, $W_i^K$, $W_i^V$ is\n$d_{\\mathrm{model}} \\times d_k$: a slice of one\n"
+        "$d_{\\mathrm{model}} \\times d_{\\mathrm{model}}$ matrix",
+        ha="left",
+        va="center",
+        fontsize=8.5,
+        color="#555555",
+    )
+    ax.text(
+        2 * step + 1.5,
+        4.9,
+        "$W^O$ mixes the heads and\nreturns to the model's width,\nso the output can be added to $X$",
+        ha="left",
+        va="center",
+        fontsize=8.5,
+        color="#555555",
+    )
     ax.set_xlim(-1.5, 2 * step + 4.0)
     ax.set_ylim(-1.0, 5.8)
     ax.set_axis_off()
@@ -246,15 +335,30 @@ def draw_bahdanau_luong(path: Path) -> None:
     _arrow(ax, (1.3, 1.6), (1.3, 2.1))
     _cell(ax, 0.6, 3.7, "$s_i = \\mathrm{GRU}([E y_{i-1}; c_i],\\, s_{i-1})$", state, width=3.5)
     _arrow(ax, (1.3, 2.7), (1.0, 3.4))
-    ax.annotate("", xy=(-1.0, 3.45), xytext=(-0.5, 0.0),
-                arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=-0.35"))
+    ax.annotate(
+        "",
+        xy=(-1.0, 3.45),
+        xytext=(-0.5, 0.0),
+        arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=-0.35"),
+    )
     _cell(ax, 0.6, 5.0, "$p(y_i) = \\mathrm{softmax}(W_o [s_i; c_i; E y_{i-1}])$", output, width=3.9)
     _arrow(ax, (0.6, 4.0), (0.6, 4.7))
-    ax.annotate("", xy=(2.3, 4.7), xytext=(3.1, 2.55),
-                arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=0.3"))
+    ax.annotate(
+        "",
+        xy=(2.3, 4.7),
+        xytext=(3.1, 2.55),
+        arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=0.3"),
+    )
     ax.text(3.2, 3.8, "$c_i$", ha="left", va="center", fontsize=9, color="#445566")
-    ax.text(1.3, -0.95, "query: the previous state $s_{i-1}$\ncontext: computed before the recurrent step,\nand "
-            "fed into it", ha="center", va="center", fontsize=9, color="#555555")
+    ax.text(
+        1.3,
+        -0.95,
+        "query: the previous state $s_{i-1}$\ncontext: computed before the recurrent step,\nand fed into it",
+        ha="center",
+        va="center",
+        fontsize=9,
+        color="#555555",
+    )
     ax.set_title("Bahdanau et al. (Chapter 2)", fontsize=11)
     # Luong: the recurrent step first, then attention from the current state; h~ is fed to the next step
     ax = right
@@ -267,17 +371,40 @@ def draw_bahdanau_luong(path: Path) -> None:
     _arrow(ax, (1.0, 1.6), (1.0, 2.1))
     _cell(ax, 1.0, 3.7, "$\\tilde h_t = \\tanh(W_c [c_t; h_t])$", state, width=3.0)
     _arrow(ax, (1.0, 2.7), (1.0, 3.4))
-    ax.annotate("", xy=(-0.3, 3.45), xytext=(-0.5, 0.3),
-                arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=-0.35"))
+    ax.annotate(
+        "",
+        xy=(-0.3, 3.45),
+        xytext=(-0.5, 0.3),
+        arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=-0.35"),
+    )
     _cell(ax, 1.0, 5.0, "$p(y_t) = \\mathrm{softmax}(W_s \\tilde h_t)$", output, width=3.2)
     _arrow(ax, (1.0, 4.0), (1.0, 4.7))
     _cell(ax, 4.3, 3.7, "next step:\n$h_{t+1}$", "#ffffff", width=1.3, height=0.75)
-    ax.annotate("", xy=(3.6, 3.7), xytext=(2.55, 3.7),
-                arrowprops=dict(arrowstyle="-|>", color="#b05050", linestyle="--", linewidth=1.2))
-    ax.text(4.3, 4.55, "input feeding:\n$\\tilde h_t$ joins the\nnext step's input", ha="center", va="center",
-            fontsize=9, color="#b05050")
-    ax.text(1.3, -0.95, "query: the current state $h_t$\ncontext: computed after the recurrent step,\nand "
-            "combined with it for the output", ha="center", va="center", fontsize=9, color="#555555")
+    ax.annotate(
+        "",
+        xy=(3.6, 3.7),
+        xytext=(2.55, 3.7),
+        arrowprops=dict(arrowstyle="-|>", color="#b05050", linestyle="--", linewidth=1.2),
+    )
+    ax.text(
+        4.3,
+        4.55,
+        "input feeding:\n$\\tilde h_t$ joins the\nnext step's input",
+        ha="center",
+        va="center",
+        fontsize=9,
+        color="#b05050",
+    )
+    ax.text(
+        1.3,
+        -0.95,
+        "query: the current state $h_t$\ncontext: computed after the recurrent step,\nand "
+        "combined with it for the output",
+        ha="center",
+        va="center",
+        fontsize=9,
+        color="#555555",
+    )
     ax.set_title("Luong et al. (this chapter)", fontsize=11)
     for ax in (left, right):
         ax.set_xlim(-2.3, 5.4)
@@ -288,19 +415,34 @@ def draw_bahdanau_luong(path: Path) -> None:
 
 
 def _stack(ax, x, y, width, blocks, repeat_label, label_side="left"):
-    """Boxes from the bottom up, each (label, colour, height), inside a frame marked ``N ×``; returns the box centres."""
+    """Boxes from the bottom up, each (label, colour, height), inside a frame marked ``N ×``; returns
+    the box centres."""
     centres, top = [], y
     for label, colour, height in blocks:
         _cell(ax, x, top + height / 2, label, colour, width=width, height=height)
         centres.append(top + height / 2)
         top += height + 0.25
-    frame = FancyBboxPatch((x - width / 2 - 0.25, y - 0.2), width + 0.5, top - y + 0.15,
-                           boxstyle="round,pad=0.02,rounding_size=0.15", facecolor="none", edgecolor="#888888",
-                           linewidth=1.0, linestyle="--")
+    frame = FancyBboxPatch(
+        (x - width / 2 - 0.25, y - 0.2),
+        width + 0.5,
+        top - y + 0.15,
+        boxstyle="round,pad=0.02,rounding_size=0.15",
+        facecolor="none",
+        edgecolor="#888888",
+        linewidth=1.0,
+        linestyle="--",
+    )
     ax.add_patch(frame)
     label_x = x - width / 2 - 0.4 if label_side == "left" else x + width / 2 + 0.4
-    ax.text(label_x, (y + top) / 2, repeat_label, ha="right" if label_side == "left" else "left", va="center",
-            fontsize=10, color="#555555")
+    ax.text(
+        label_x,
+        (y + top) / 2,
+        repeat_label,
+        ha="right" if label_side == "left" else "left",
+        va="center",
+        fontsize=10,
+        color="#555555",
+    )
     for lower, upper, (_, _, height_low), (_, _, height_up) in zip(centres, centres[1:], blocks, blocks[1:]):
         _arrow(ax, (x, lower + height_low / 2), (x, upper - height_up / 2))
     return centres, top
@@ -311,9 +453,14 @@ def draw_transformer(path: Path) -> None:
     fig, ax = plt.subplots(figsize=(9, 7.4))
     width, add_norm = 2.6, ("add & LayerNorm", "#f2f2f2", 0.45)
     encoder = [("multi-head self-attention", "#dbe9f6", 0.6), add_norm, ("feed-forward", "#e3f1dc", 0.6), add_norm]
-    decoder = [("masked multi-head\nself-attention", "#fde9c9", 0.75), add_norm,
-               ("multi-head cross-attention\n(keys, values: encoder)", "#ead9f2", 0.75), add_norm,
-               ("feed-forward", "#e3f1dc", 0.6), add_norm]
+    decoder = [
+        ("masked multi-head\nself-attention", "#fde9c9", 0.75),
+        add_norm,
+        ("multi-head cross-attention\n(keys, values: encoder)", "#ead9f2", 0.75),
+        add_norm,
+        ("feed-forward", "#e3f1dc", 0.6),
+        add_norm,
+    ]
     ex, dx, base = 0.0, 4.6, 1.4
     for x, label in ((ex, "source tokens"), (dx, "target tokens, shifted right (<bos> y₁ y₂ …)")):
         ax.text(x, -0.5, label, ha="center", va="center", fontsize=9)
@@ -324,16 +471,22 @@ def draw_transformer(path: Path) -> None:
     dec_centres, dec_top = _stack(ax, dx, base, width, decoder, "× N", label_side="right")
     for centres, blocks, x in ((enc_centres, encoder, ex), (dec_centres, decoder, dx)):  # the residual paths
         for sub, norm in zip(centres[0::2], centres[1::2]):
-            ax.annotate("", xy=(x + width / 2, norm), xytext=(x + width / 2, sub - 0.45),
-                        arrowprops=dict(arrowstyle="-|>", color="#b05050", linewidth=0.9,
-                                        connectionstyle="arc3,rad=-0.5"))
-    ax.text(ex + width / 2 + 0.55, enc_centres[0], "residual", fontsize=8, color="#b05050", rotation=90,
-            va="center")
+            ax.annotate(
+                "",
+                xy=(x + width / 2, norm),
+                xytext=(x + width / 2, sub - 0.45),
+                arrowprops=dict(arrowstyle="-|>", color="#b05050", linewidth=0.9, connectionstyle="arc3,rad=-0.5"),
+            )
+    ax.text(ex + width / 2 + 0.55, enc_centres[0], "residual", fontsize=8, color="#b05050", rotation=90, va="center")
     memory_y = enc_top + 0.3
     ax.text(ex, memory_y, "encoder output (memory)", ha="center", va="center", fontsize=9, color="#7a4d99")
     _arrow(ax, (ex, enc_top - 0.1), (ex, memory_y - 0.15))
-    ax.annotate("", xy=(dx - width / 2, dec_centres[2]), xytext=(ex + 1.0, memory_y),
-                arrowprops=dict(arrowstyle="-|>", color="#7a4d99", linewidth=1.2, connectionstyle="arc3,rad=-0.2"))
+    ax.annotate(
+        "",
+        xy=(dx - width / 2, dec_centres[2]),
+        xytext=(ex + 1.0, memory_y),
+        arrowprops=dict(arrowstyle="-|>", color="#7a4d99", linewidth=1.2, connectionstyle="arc3,rad=-0.2"),
+    )
     _cell(ax, dx, dec_top + 0.5, "linear → softmax:\nnext-token probabilities", "#f6d6d6", width=width, height=0.6)
     _arrow(ax, (dx, dec_top - 0.1), (dx, dec_top + 0.2))
     ax.text(ex, enc_top + 1.5, "encoder", ha="center", fontsize=11, fontweight="bold", color="#2f5d8a")
@@ -353,8 +506,11 @@ def draw_families(path: Path) -> None:
     enc_dec[:n, :n] = 1  # encoder: every source position sees every source position
     enc_dec[n:, :n] = 0.6  # cross-attention: every target position sees the whole source
     enc_dec[n:, n:] = causal  # decoder self-attention: causal
-    panels = (("encoder-only (BERT)\nall positions", full), ("decoder-only (GPT)\ncausal", causal),
-              ("encoder-decoder (BART, T5)\nsource | target", enc_dec))
+    panels = (
+        ("encoder-only (BERT)\nall positions", full),
+        ("decoder-only (GPT)\ncausal", causal),
+        ("encoder-decoder (BART, T5)\nsource | target", enc_dec),
+    )
     fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.3), gridspec_kw={"width_ratios": [1, 1, 2]})
     for ax, (title, mask) in zip(axes, panels):
         ax.imshow(mask, cmap="Blues", vmin=0, vmax=1.2)

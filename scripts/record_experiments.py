@@ -24,8 +24,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.list:
         for experiment in EXPERIMENTS.values():
-            print(f"{experiment.name}: {len(experiment.arms)} arms x {len(experiment.seeds)} seeds, "
-                  f"{experiment.settings}; read by {experiment.chapter}\n  {experiment.description}")
+            print(
+                f"{experiment.name}: {len(experiment.arms)} arms x {len(experiment.seeds)} seeds, "
+                f"{experiment.settings}; read by {experiment.chapter}\n  {experiment.description}"
+            )
         return
     unknown = [name for name in args.names if name not in EXPERIMENTS]
     if unknown:

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from attnbook import data  # noqa: E402
+from attnbook import data, tasks  # noqa: E402
 from attnbook.bahdanau import BahdanauSeq2Seq  # noqa: E402
 from attnbook.luong import LuongSeq2Seq  # noqa: E402
 from attnbook.rnn import Seq2Seq  # noqa: E402
@@ -38,15 +38,32 @@ SRC_VOCAB, TGT_VOCAB = 12, 11
 MODELS = {
     "rnn": lambda s, t, e=8, h=12: Seq2Seq.build(s, t, embed_dim=e, hidden_size=h),
     "bahdanau": lambda s, t, e=8, h=12: BahdanauSeq2Seq.build(s, t, embed_dim=e, hidden_size=h, attention_dim=10),
-    **{f"luong-{score}-{'feed' if feed else 'nofeed'}-{'local' if local else 'global'}":
-       (lambda s, t, e=8, h=12, score=score, feed=feed, local=local:
-        LuongSeq2Seq.build(s, t, embed_dim=e, hidden_size=h, score=score, input_feeding=feed, local_window=local))
-       for score in ("dot", "general", "concat") for feed in (True, False) for local in (None, 2)},
-    **{f"transformer-{'pre' if norm_first else 'post'}":
-       (lambda s, t, e=8, h=12, norm_first=norm_first:
-        Transformer(s, t, d_model=h, num_heads=2, num_encoder_layers=2, num_decoder_layers=2, d_ff=2 * h, dropout=0.0,
-                    norm_first=norm_first))
-       for norm_first in (False, True)},
+    **{
+        f"luong-{score}-{'feed' if feed else 'nofeed'}-{'local' if local else 'global'}": (
+            lambda s, t, e=8, h=12, score=score, feed=feed, local=local: LuongSeq2Seq.build(
+                s, t, embed_dim=e, hidden_size=h, score=score, input_feeding=feed, local_window=local
+            )
+        )
+        for score in ("dot", "general", "concat")
+        for feed in (True, False)
+        for local in (None, 2)
+    },
+    **{
+        f"transformer-{'pre' if norm_first else 'post'}": (
+            lambda s, t, e=8, h=12, norm_first=norm_first: Transformer(
+                s,
+                t,
+                d_model=h,
+                num_heads=2,
+                num_encoder_layers=2,
+                num_decoder_layers=2,
+                d_ff=2 * h,
+                dropout=0.0,
+                norm_first=norm_first,
+            )
+        )
+        for norm_first in (False, True)
+    },
 }
 
 
@@ -69,7 +86,7 @@ def length_mask(lengths, width: int) -> torch.Tensor:
 
 
 def reversal_examples(n: int, seed: int, max_length: int = 6):
-    return data.reversal_task(n, 2, max_length, seed=seed, alphabet="abcdef")
+    return tasks.reversal_task(n, 2, max_length, seed=seed, alphabet="abcdef")
 
 
 def overfit(model, examples, vocabs, steps: int = 150, lr: float = 1e-2) -> float:

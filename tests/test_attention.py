@@ -5,8 +5,17 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.attention import (AdditiveAttention, ConcatScore, DotScore, GeneralScore, LocalPAttention,
-                                LuongAttention, PredictivePosition, local_p_window, masked_softmax)
+from attnbook.attention import (
+    AdditiveAttention,
+    ConcatScore,
+    DotScore,
+    GeneralScore,
+    LocalPAttention,
+    LuongAttention,
+    PredictivePosition,
+    local_p_window,
+    masked_softmax,
+)
 from conftest import length_mask
 
 
@@ -105,7 +114,7 @@ def test_masked_softmax_errors():
 
 def small_attention():
     """d_q=2, d_k=3, h=2 with explicit weights, for a hand computation."""
-    attention = AdditiveAttention(query_dim=2, key_dim=3, hidden_dim=2)
+    attention = AdditiveAttention(query_dim=2, key_dim=3, attention_dim=2)
     with torch.no_grad():
         attention.query_proj.weight.copy_(torch.tensor([[0.5, -1.0], [0.25, 0.75]]))  # W_q (h, d_q)
         attention.key_proj.weight.copy_(torch.tensor([[1.0, 0.0, -0.5], [0.5, 0.5, 1.0]]))  # W_k (h, d_k)
@@ -132,7 +141,7 @@ def test_additive_attention_matches_a_hand_computation():
 
 def test_additive_attention_shapes_context_and_values():
     torch.manual_seed(0)
-    attention = AdditiveAttention(query_dim=5, key_dim=7, hidden_dim=4)
+    attention = AdditiveAttention(query_dim=5, key_dim=7, attention_dim=4)
     query, keys, values = torch.randn(3, 5), torch.randn(3, 6, 7), torch.randn(3, 6, 2)
     context, weights = attention(query, keys)
     assert context.shape == (3, 7) and weights.shape == (3, 6)
@@ -172,11 +181,11 @@ def test_additive_attention_projected_keys_path_equals_plain_path():
 
 
 def test_additive_attention_has_the_papers_parameters():
-    attention = AdditiveAttention(query_dim=6, key_dim=10, hidden_dim=8)
+    attention = AdditiveAttention(query_dim=6, key_dim=10, attention_dim=8)
     assert attention.query_proj.weight.shape == (8, 6) and attention.query_proj.bias is None
     assert attention.key_proj.weight.shape == (8, 10) and attention.key_proj.bias is None
     assert attention.score_proj.weight.shape == (1, 8) and attention.score_proj.bias is None
-    assert "query_dim=6, key_dim=10, hidden_dim=8" in repr(attention)
+    assert "query_dim=6, key_dim=10, attention_dim=8" in repr(attention)
 
 
 def test_additive_attention_gradients_reach_every_parameter():
@@ -187,13 +196,15 @@ def test_additive_attention_gradients_reach_every_parameter():
 
 
 def test_additive_attention_errors():
-    attention = AdditiveAttention(query_dim=32, key_dim=16, hidden_dim=8)
+    attention = AdditiveAttention(query_dim=32, key_dim=16, attention_dim=8)
     keys = torch.randn(4, 9, 16)
     with pytest.raises(ValueError, match=r"query has d_q=64 \(shape \(4, 64\)\) but AdditiveAttention expects d_q=32"):
         attention(torch.randn(4, 64), keys)
     with pytest.raises(ValueError, match=r"keys has B=4 \(shape \(4, 9, 16\)\) but query has B=3 \(shape \(3, 32\)\)"):
         attention(torch.randn(3, 32), keys)
-    with pytest.raises(ValueError, match=r"keys has d_k=12 \(shape \(4, 9, 12\)\) but AdditiveAttention expects d_k=16"):
+    with pytest.raises(
+        ValueError, match=r"keys has d_k=12 \(shape \(4, 9, 12\)\) but AdditiveAttention expects d_k=16"
+    ):
         attention(torch.randn(4, 32), torch.randn(4, 9, 12))
     with pytest.raises(ValueError, match=r"query must be 2-D \(B, d_q\), got shape \(4, 1, 32\)"):
         attention(torch.randn(4, 1, 32), keys)
@@ -207,10 +218,13 @@ def test_additive_attention_errors():
         attention(torch.randn(4, 32), keys, mask=torch.ones(4, 9, dtype=torch.long))
     with pytest.raises(ValueError, match=r"values has L=8 \(shape \(4, 8, 5\)\) but keys has L=9"):
         attention(torch.randn(4, 32), keys, values=torch.randn(4, 8, 5))
-    with pytest.raises(ValueError, match=r"projected_keys has k=16 \(shape \(4, 9, 16\)\) but AdditiveAttention "
-                                         r"expects k=8"):
+    with pytest.raises(
+        ValueError,
+        match=r"projected_keys has k=16 \(shape \(4, 9, 16\)\) but AdditiveAttention "
+        r"expects k=8",
+    ):
         attention(torch.randn(4, 32), keys, projected_keys=keys)
-    with pytest.raises(ValueError, match="hidden_dim must be a positive int, got 0"):
+    with pytest.raises(ValueError, match="attention_dim must be a positive int, got 0"):
         AdditiveAttention(4, 4, 0)
     with pytest.raises(ValueError, match="query_dim must be a positive int, got True"):
         AdditiveAttention(True, 4, 4)
@@ -254,7 +268,7 @@ def test_luong_general_with_identity_W_a_is_dot_and_uses_W_a_the_papers_way_roun
 
 
 def test_luong_concat_matches_a_hand_computation():
-    attention = LuongAttention("concat", query_dim=2, key_dim=3, hidden_dim=2)
+    attention = LuongAttention("concat", query_dim=2, key_dim=3, attention_dim=2)
     W_a = np.array([[0.5, -1.0, 1.0, 0.0, -0.5], [0.25, 0.75, 0.5, 0.5, 1.0]])  # (h, d_q + d_k)
     v_a = np.array([2.0, -1.0])
     with torch.no_grad():
@@ -323,7 +337,7 @@ def test_luong_parameters_and_gradients():
     assert isinstance(concat.scorer, ConcatScore)
     assert concat.scorer.W_a.weight.shape == (6, 16) and concat.scorer.W_a.bias is None  # hidden = query_dim
     assert concat.scorer.v_a.weight.shape == (1, 6) and concat.scorer.v_a.bias is None
-    assert LuongAttention("concat", 6, 10, hidden_dim=3).scorer.W_a.weight.shape == (3, 16)
+    assert LuongAttention("concat", 6, 10, attention_dim=3).scorer.W_a.weight.shape == (3, 16)
     assert isinstance(LuongAttention("dot", 6, 6).scorer, DotScore)
     assert "score='concat', query_dim=6, key_dim=10" in repr(concat)
     for attention in (general, concat):
@@ -335,12 +349,15 @@ def test_luong_parameters_and_gradients():
 def test_luong_errors():
     with pytest.raises(ValueError, match=r"unknown score 'additive'; choose one of 'dot', 'general', 'concat'"):
         LuongAttention("additive", 4, 4)
-    with pytest.raises(ValueError, match=r"score='dot' compares the query with each key directly, so it needs "
-                                         r"query_dim == key_dim, got query_dim=64 and key_dim=128; "
-                                         r"use score='general'"):
+    with pytest.raises(
+        ValueError,
+        match=r"score='dot' compares the query with each key directly, so it needs "
+        r"query_dim == key_dim, got query_dim=64 and key_dim=128; "
+        r"use score='general'",
+    ):
         LuongAttention("dot", 64, 128)
-    with pytest.raises(ValueError, match="hidden_dim is only used by score='concat'"):
-        LuongAttention("general", 4, 4, hidden_dim=8)
+    with pytest.raises(ValueError, match="attention_dim is only used by score='concat'"):
+        LuongAttention("general", 4, 4, attention_dim=8)
     with pytest.raises(ValueError, match="key_dim must be a positive int, got 0"):
         LuongAttention("general", 4, 0)
     attention = LuongAttention("general", query_dim=32, key_dim=16)
@@ -349,8 +366,11 @@ def test_luong_errors():
         attention(torch.randn(4, 64), keys)
     with pytest.raises(ValueError, match=r"query must be 2-D \(B, d_q\) or 3-D \(B, T, d_q\), got shape \(32,\)"):
         attention(torch.randn(32), keys)
-    with pytest.raises(ValueError, match=r"projected_keys has k=16 \(shape \(4, 9, 16\)\) but LuongAttention "
-                                         r"expects k=32"):
+    with pytest.raises(
+        ValueError,
+        match=r"projected_keys has k=16 \(shape \(4, 9, 16\)\) but LuongAttention "
+        r"expects k=32",
+    ):
         attention(torch.randn(4, 32), keys, projected_keys=keys)
 
 
@@ -364,7 +384,7 @@ def test_local_p_window_is_gaussian_inside_and_exactly_zero_outside():
         inside = (positions - p).abs() <= D  # [p_t - D, p_t + D]
         assert torch.equal(factors[row][~inside], torch.zeros(int((~inside).sum())))
         sigma = D / 2
-        gaussian = torch.exp(-(positions - p) ** 2 / (2 * sigma**2))
+        gaussian = torch.exp(-((positions - p) ** 2) / (2 * sigma**2))
         assert torch.allclose(factors[row][inside], gaussian[inside])
     assert factors[0, 3] == 1.0  # at s = p_t the factor is exactly 1
     assert torch.allclose(factors[0, [1, 5]], torch.full((2,), np.exp(-2.0), dtype=torch.float32))  # edges: e^-2
@@ -393,7 +413,9 @@ def test_local_p_attention_weights_vanish_outside_the_window_and_are_not_renorma
     assert torch.allclose(context, (weights.unsqueeze(1) @ keys).squeeze(1), atol=1e-6)
     many_context, many = attention(torch.stack([query, query], dim=1), keys, mask=mask)  # (B, T=2, ...)
     assert torch.allclose(many[:, 1], weights, atol=1e-6) and torch.allclose(many_context[:, 0], context, atol=1e-6)
-    assert torch.allclose(attention(query, keys)[1], attention(query, keys, mask=torch.ones(2, 10, dtype=torch.bool))[1])
+    assert torch.allclose(
+        attention(query, keys)[1], attention(query, keys, mask=torch.ones(2, 10, dtype=torch.bool))[1]
+    )
 
 
 def test_predictive_position_lies_in_0_to_S_per_sentence_and_learns():

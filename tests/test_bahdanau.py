@@ -55,28 +55,25 @@ def test_one_step_by_hand():
 
 
 def test_without_the_mask_padding_gets_weight_and_changes_the_output():
-    masked = tiny("bahdanau")
-    unmasked = BahdanauSeq2Seq.build(12, 11, embed_dim=8, hidden_size=12, attention_dim=10, mask_padding=False)
-    unmasked.load_state_dict(masked.state_dict())
+    """What Chapter 2 shows: a state without its source mask lets the padding take weight."""
+    model = tiny("bahdanau")
     src, tgt_in = padded_batch()
-    assert unmasked.start(src).src_mask is None
-    weights = unmasked(src, tgt_in).weights
+    state = model.start(src)
+    masked = model.decoder(tgt_in, state)
+    unmasked = model.decoder(tgt_in, state._replace(src_mask=None))
+    weights = unmasked.weights
     assert (weights[1, :, 3:] > 0.01).all() and (weights[2, :, 2:] > 0.01).all()
     assert torch.allclose(weights.sum(-1), torch.ones(3, 4))
-    logits_masked, logits_unmasked = masked(src, tgt_in).logits, unmasked(src, tgt_in).logits
-    assert torch.allclose(logits_masked[0], logits_unmasked[0], atol=1e-6)  # the row without padding
-    assert not torch.allclose(logits_masked[1], logits_unmasked[1], atol=1e-4)
-    assert "mask_padding=False" in repr(unmasked)
-    masked.decoder.mask_padding = False  # the switch the chapter flips
-    assert torch.allclose(masked(src, tgt_in).logits, logits_unmasked)
+    assert (masked.weights[1, :, 3:] == 0).all()
+    assert torch.allclose(masked.logits[0], unmasked.logits[0], atol=1e-6)  # the row without padding
+    assert not torch.allclose(masked.logits[1], unmasked.logits[1], atol=1e-4)
 
 
 def test_build_sizes():
     model = BahdanauSeq2Seq.build(20, 15, embed_dim=8, hidden_size=16, attention_dim=6, bidirectional=True)
     assert model.encoder.output_size == 32 and model.decoder.encoder_size == 32 and model.decoder.hidden_size == 16
     attention = model.decoder.attention
-    assert (attention.query_dim, attention.key_dim, attention.hidden_dim) == (16, 32, 6)
-    assert model.encoder.pack and model.decoder.mask_padding
+    assert (attention.query_dim, attention.key_dim, attention.attention_dim) == (16, 32, 6)
     assert model.decoder.cell.input_size == 8 + 32
     assert model.decoder.out.in_features == 16 + 32 + 8 and model.decoder.out.out_features == 15
     narrow = BahdanauSeq2Seq.build(20, 15, embed_dim=8, hidden_size=16, attention_dim=6, encoder_hidden_size=8)
@@ -85,8 +82,11 @@ def test_build_sizes():
 
 def test_errors():
     encoder = Encoder(12, 8, 16, bidirectional=True)
-    with pytest.raises(ValueError, match=r"decoder expects encoder outputs of size encoder_size=16 but the encoder "
-                                         r"gives 32 \(bidirectional, hidden_size=16\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"decoder expects encoder outputs of size encoder_size=16 but the encoder "
+        r"gives 32 \(bidirectional, hidden_size=16\)",
+    ):
         BahdanauSeq2Seq(encoder, BahdanauDecoder(11, 8, 16, encoder_size=16, attention_dim=10))
     with pytest.raises(ValueError, match="pad_id=0 but the decoder's pad_id=3"):
         BahdanauSeq2Seq(encoder, BahdanauDecoder(11, 8, 16, 32, 10, pad_id=3))
@@ -107,8 +107,11 @@ def test_errors():
         model.step(state, torch.ones(3, 1, dtype=torch.long))
     with pytest.raises(TypeError, match="state must be the BahdanauState returned by start or step, got tuple"):
         model.step(tuple(state), tgt_in[:, 0])
-    with pytest.raises(ValueError, match=r"annotations has A=12 \(shape \(3, 5, 12\)\) but BahdanauDecoder "
-                                         r"expects A=24"):
+    with pytest.raises(
+        ValueError,
+        match=r"annotations has A=12 \(shape \(3, 5, 12\)\) but BahdanauDecoder "
+        r"expects A=24",
+    ):
         model.decoder.start(torch.randn(3, 5, 12), torch.randn(3, 12), src != 0)
     with pytest.raises(ValueError, match=r"src_mask has S=4 \(shape \(3, 4\)\) but annotations has S=5"):
         model.decoder.start(torch.randn(3, 5, 24), torch.randn(3, 24), torch.ones(3, 4, dtype=torch.bool))
@@ -118,8 +121,11 @@ def test_errors():
 
 
 def _step_by_einsum(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o):
-    e = torch.einsum("bsk,k->bs", torch.tanh(torch.einsum("kh,bh->bk", W_a, hidden).unsqueeze(1)
-                                             + torch.einsum("ka,bsa->bsk", U_a, annotations)), v_a)
+    e = torch.einsum(
+        "bsk,k->bs",
+        torch.tanh(torch.einsum("kh,bh->bk", W_a, hidden).unsqueeze(1) + torch.einsum("ka,bsa->bsk", U_a, annotations)),
+        v_a,
+    )
     w = torch.softmax(e.masked_fill(~mask, float("-inf")), dim=-1)
     c = torch.einsum("bs,bsa->ba", w, annotations)
     s = cell(torch.cat([embedded, c], -1), hidden)
@@ -136,7 +142,7 @@ def _step_by_loop(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o)
     c = (w.unsqueeze(-1) * annotations).sum(dim=1)
     s = cell(torch.cat([embedded, c], -1), hidden)
     H, A = s.size(1), c.size(1)
-    logits = s @ W_o[:, :H].T + c @ W_o[:, H:H + A].T + embedded @ W_o[:, H + A:].T
+    logits = s @ W_o[:, :H].T + c @ W_o[:, H : H + A].T + embedded @ W_o[:, H + A :].T
     return logits, s, c, w
 
 
@@ -154,13 +160,17 @@ def _step_with(**mistake):
         s = cell(torch.cat([c, embedded] if mistake.get("swapped") else [embedded, c], -1), hidden)
         state = hidden if mistake.get("old_state_out") else s
         return torch.cat([state, c, embedded], -1) @ W_o.T, s, c, w
+
     return step
 
 
 def _luong_order(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o):
     s = cell(torch.cat([embedded, torch.zeros(annotations.size(0), annotations.size(2))], -1), hidden)
-    return _step_by_einsum(embedded, s, annotations, mask, cell, W_a, U_a, v_a, W_o)[:1] + (s,) + \
-        _step_by_einsum(embedded, s, annotations, mask, cell, W_a, U_a, v_a, W_o)[2:]
+    return (
+        _step_by_einsum(embedded, s, annotations, mask, cell, W_a, U_a, v_a, W_o)[:1]
+        + (s,)
+        + _step_by_einsum(embedded, s, annotations, mask, cell, W_a, U_a, v_a, W_o)[2:]
+    )
 
 
 def _no_context_in_cell(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o):
@@ -168,14 +178,17 @@ def _no_context_in_cell(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a
     return _step_by_einsum(embedded, s, annotations, mask, cell, W_a, U_a, v_a, W_o)
 
 
-@pytest.mark.parametrize(("wrong", "fragment"), [
-    (_step_with(no_tanh=True), "the tanh is missing"),
-    (_step_with(unmasked=True), "the padded source positions got weight"),
-    (_step_with(swapped=True), "the embedding first, then the context"),
-    (_step_with(old_state_out=True), "the output layer reads the *new* state"),
-    (_luong_order, "score the *previous* state s_(i-1)"),
-    (_no_context_in_cell, "concatenate the embedding and the context before the GRU step"),
-])
+@pytest.mark.parametrize(
+    ("wrong", "fragment"),
+    [
+        (_step_with(no_tanh=True), "the tanh is missing"),
+        (_step_with(unmasked=True), "the padded source positions got weight"),
+        (_step_with(swapped=True), "the embedding first, then the context"),
+        (_step_with(old_state_out=True), "the output layer reads the *new* state"),
+        (_luong_order, "score the *previous* state s_(i-1)"),
+        (_no_context_in_cell, "concatenate the embedding and the context before the GRU step"),
+    ],
+)
 def test_bahdanau_step_checker_explains_typical_mistakes(wrong, fragment, capsys):
     checker_fails(check_bahdanau_step, wrong, capsys, fragment)
 
@@ -189,9 +202,17 @@ def test_bahdanau_step_checker_reference_is_the_package_step():
     attention = decoder.attention
     with torch.no_grad():
         step = model.step(state, tgt_in[:, 0])
-        ours = _step_by_einsum(embedded, state.hidden, state.annotations, state.src_mask, decoder.cell,
-                               attention.query_proj.weight, attention.key_proj.weight,
-                               attention.score_proj.weight[0], decoder.out.weight)
+        ours = _step_by_einsum(
+            embedded,
+            state.hidden,
+            state.annotations,
+            state.src_mask,
+            decoder.cell,
+            attention.query_proj.weight,
+            attention.key_proj.weight,
+            attention.score_proj.weight[0],
+            decoder.out.weight,
+        )
     logits = ours[0] + decoder.out.bias  # the exercise's W_o has no bias; the package's output layer has one
     assert torch.allclose(step.state.hidden, ours[1], atol=1e-6)
     assert torch.allclose(step.weights, ours[3], atol=1e-6)

@@ -14,11 +14,17 @@ import torch.nn.functional as F
 
 from attnbook import numpy_attention
 from attnbook.attention import merge_heads, scaled_dot_product_attention, split_heads
-from attnbook.exercises import (check_causal_mask, check_mask_tokens, check_merge_heads,
-                                check_positional_encoding, check_running_softmax,
-                                check_scaled_dot_product_attention, check_split_heads,
-                                check_window_average)
-from attnbook.exercises import beyond
+from attnbook.exercises import (
+    beyond,
+    check_causal_mask,
+    check_mask_tokens,
+    check_merge_heads,
+    check_positional_encoding,
+    check_running_softmax,
+    check_scaled_dot_product_attention,
+    check_split_heads,
+    check_window_average,
+)
 from attnbook.exercises._checking import Case, call_safely, compare
 from attnbook.language_models import mask_tokens
 from attnbook.transformer import causal_mask, sinusoidal_positions
@@ -71,12 +77,10 @@ def window_einsum(x, window):
 
 
 def window_loop(x, window):  # a loop: correct values, which is all the checker sees
-    return torch.stack([x[:, max(0, t - window + 1):t + 1].mean(1)
-                        for t in range(x.size(1))], dim=1)
+    return torch.stack([x[:, max(0, t - window + 1) : t + 1].mean(1) for t in range(x.size(1))], dim=1)
 
 
-@pytest.mark.parametrize("solution", [window_band, window_softmax, window_cumsum,
-                                      window_einsum, window_loop])
+@pytest.mark.parametrize("solution", [window_band, window_softmax, window_cumsum, window_einsum, window_loop])
 def test_window_average_accepts_correct_solutions(solution, capsys):
     checker_passes(check_window_average, solution, capsys)
 
@@ -95,28 +99,27 @@ def window_in_place(x, window):
     return x
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (lambda x, w: _band(x, w) / w @ x, "divide each row by the number of positions"),
-    (lambda x, w: _band(x, w) @ x, "these are sums, not averages"),
-    (lambda x, w: window_band(x, x.size(1)), "the average of the whole past"),
-    (lambda x, w: window_band(x, w + 1), "one position too many"),
-    (lambda x, w: window_band(x, w - 1), "one position too few"),
-    # the previous positions without t: t - window .. t - 1, or t - window + 1 .. t - 1
-    (lambda x, w: _averaged(_tril(x, -1) - _tril(x, -w - 1), x),
-     "the window includes position t itself"),
-    (lambda x, w: _averaged(_tril(x, -1) - _tril(x, -w), x, least=1),
-     "the window includes position t itself"),
-    (lambda x, w: _band(x, w) / _band(x, w).sum(dim=0, keepdim=True) @ x,
-     "you divided by the column sums"),
-    (lambda x, w: _band(x, w) / _band(x, w).sum(dim=1) @ x, "keepdim=True"),
-    (lambda x, w: _band(x, w).T / _band(x, w).T.sum(1, keepdim=True) @ x,
-     "the band points forward"),
-    (raises, "raised ValueError: not done yet"),
-    (returns_none, "returned None"),
-    (lambda x, w: x.mean(-1), "has shape (2, 6) but expected (2, 6, 3)"),
-    (lambda x, w: window_band(x, w).numpy(), "is a NumPy array"),
-    (window_in_place, "changed its input `x` in place"),
-])
+@pytest.mark.parametrize(
+    "wrong, fragment",
+    [
+        (lambda x, w: _band(x, w) / w @ x, "divide each row by the number of positions"),
+        (lambda x, w: _band(x, w) @ x, "these are sums, not averages"),
+        (lambda x, w: window_band(x, x.size(1)), "the average of the whole past"),
+        (lambda x, w: window_band(x, w + 1), "one position too many"),
+        (lambda x, w: window_band(x, w - 1), "one position too few"),
+        # the previous positions without t: t - window .. t - 1, or t - window + 1 .. t - 1
+        (lambda x, w: _averaged(_tril(x, -1) - _tril(x, -w - 1), x), "the window includes position t itself"),
+        (lambda x, w: _averaged(_tril(x, -1) - _tril(x, -w), x, least=1), "the window includes position t itself"),
+        (lambda x, w: _band(x, w) / _band(x, w).sum(dim=0, keepdim=True) @ x, "you divided by the column sums"),
+        (lambda x, w: _band(x, w) / _band(x, w).sum(dim=1) @ x, "keepdim=True"),
+        (lambda x, w: _band(x, w).T / _band(x, w).T.sum(1, keepdim=True) @ x, "the band points forward"),
+        (raises, "raised ValueError: not done yet"),
+        (returns_none, "returned None"),
+        (lambda x, w: x.mean(-1), "has shape (2, 6) but expected (2, 6, 3)"),
+        (lambda x, w: window_band(x, w).numpy(), "is a NumPy array"),
+        (window_in_place, "changed its input `x` in place"),
+    ],
+)
 def test_window_average_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_window_average, wrong, capsys, fragment)
 
@@ -159,8 +162,9 @@ def attention_by_hand(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@pytest.mark.parametrize("solution", [attention_fill, attention_finite, attention_torch,
-                                      attention_by_hand, scaled_dot_product_attention])
+@pytest.mark.parametrize(
+    "solution", [attention_fill, attention_finite, attention_torch, attention_by_hand, scaled_dot_product_attention]
+)
 def test_attention_accepts_correct_solutions(solution, capsys):
     checker_passes(check_scaled_dot_product_attention, solution, capsys)
 
@@ -168,6 +172,7 @@ def test_attention_accepts_correct_solutions(solution, capsys):
 def attention_scaled(divisor=None, softmax_dim=-1, polarity=True, clean_first=True):
     """Attention with one mistake: the divisor of the scores, the dim, the mask's
     polarity, or the output computed from the weights before their NaN were cleaned."""
+
     def attention(q, k, v, mask=None):
         scale = math.sqrt(q.size(-1)) if divisor is None else divisor(q, k, v)
         scores = q @ k.transpose(-2, -1) / scale
@@ -177,6 +182,7 @@ def attention_scaled(divisor=None, softmax_dim=-1, polarity=True, clean_first=Tr
         out = weights @ v
         weights = weights.nan_to_num(0.0)
         return (weights @ v if clean_first else out), weights
+
     return attention
 
 
@@ -185,24 +191,25 @@ def attention_in_place(q, k, v, mask=None):
     return attention_fill(q * math.sqrt(q.size(-1)), k, v, mask)
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (attention_scaled(lambda q, k, v: 1 / math.sqrt(q.size(-1))), "multiplied by √d_k"),
-    (attention_scaled(lambda q, k, v: math.sqrt(k.size(-2))), "the number of keys L_k"),
-    (attention_scaled(lambda q, k, v: math.sqrt(q.size(1))), "q.size(1) is not d_k"),
-    (attention_scaled(lambda q, k, v: 1.0), "the scores were not scaled"),
-    (attention_scaled(lambda q, k, v: q.size(-1)), "divided by d_k"),
-    (attention_scaled(softmax_dim=-2), "the softmax ran over the queries"),
-    (attention_scaled(polarity=False), "mask True means *may attend*"),
-    (attention_scaled(clean_first=False), "compute out = weights @ v from the cleaned"),
-    (lambda q, k, v, mask=None: attention_fill(q, k, v, mask)[::-1], "(out, weights)"),
-    (lambda q, k, v, mask=None: attention_fill(q, k, v, mask)[0],
-     "expected a tuple of 2"),
-    (raises, "raised ValueError"),
-    (returns_none, "returned None"),
-    (lambda q, k, v, mask=None: tuple(x.numpy() for x in attention_fill(q, k, v, mask)),
-     "is a NumPy array"),
-    (attention_in_place, "changed its input `q` in place"),
-])
+@pytest.mark.parametrize(
+    "wrong, fragment",
+    [
+        (attention_scaled(lambda q, k, v: 1 / math.sqrt(q.size(-1))), "multiplied by √d_k"),
+        (attention_scaled(lambda q, k, v: math.sqrt(k.size(-2))), "the number of keys L_k"),
+        (attention_scaled(lambda q, k, v: math.sqrt(q.size(1))), "q.size(1) is not d_k"),
+        (attention_scaled(lambda q, k, v: 1.0), "the scores were not scaled"),
+        (attention_scaled(lambda q, k, v: q.size(-1)), "divided by d_k"),
+        (attention_scaled(softmax_dim=-2), "the softmax ran over the queries"),
+        (attention_scaled(polarity=False), "mask True means *may attend*"),
+        (attention_scaled(clean_first=False), "compute out = weights @ v from the cleaned"),
+        (lambda q, k, v, mask=None: attention_fill(q, k, v, mask)[::-1], "(out, weights)"),
+        (lambda q, k, v, mask=None: attention_fill(q, k, v, mask)[0], "expected a tuple of 2"),
+        (raises, "raised ValueError"),
+        (returns_none, "returned None"),
+        (lambda q, k, v, mask=None: tuple(x.numpy() for x in attention_fill(q, k, v, mask)), "is a NumPy array"),
+        (attention_in_place, "changed its input `q` in place"),
+    ],
+)
 def test_attention_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_scaled_dot_product_attention, wrong, capsys, fragment)
 
@@ -215,8 +222,13 @@ def test_attention_with_nan_weights_says_to_use_the_cleaned_weights(capsys):
         weights = torch.softmax(scores, dim=-1)
         return weights @ v, weights
 
-    checker_fails(check_scaled_dot_product_attention, nan_weights, capsys,
-                  "0 / 0 = NaN", "then compute out from the cleaned weights")
+    checker_fails(
+        check_scaled_dot_product_attention,
+        nan_weights,
+        capsys,
+        "0 / 0 = NaN",
+        "then compute out from the cleaned weights",
+    )
 
 
 # ============================================================ split heads
@@ -227,14 +239,17 @@ def split_view(x, num_heads):  # the notebook's solution
     return x.view(batch, length, num_heads, d_model // num_heads).transpose(1, 2)
 
 
-@pytest.mark.parametrize("solution", [
-    split_view,
-    split_heads,
-    lambda x, h: x.reshape(x.size(0), x.size(1), h, -1).permute(0, 2, 1, 3),
-    lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1),
-    lambda x, h: x.unflatten(-1, (h, -1)).transpose(1, 2).contiguous(),
-    lambda x, h: torch.einsum("bthd->bhtd", x.view(*x.shape[:2], h, -1)),
-])
+@pytest.mark.parametrize(
+    "solution",
+    [
+        split_view,
+        split_heads,
+        lambda x, h: x.reshape(x.size(0), x.size(1), h, -1).permute(0, 2, 1, 3),
+        lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1),
+        lambda x, h: x.unflatten(-1, (h, -1)).transpose(1, 2).contiguous(),
+        lambda x, h: torch.einsum("bthd->bhtd", x.view(*x.shape[:2], h, -1)),
+    ],
+)
 def test_split_heads_accepts_correct_solutions(solution, capsys):
     checker_passes(check_split_heads, solution, capsys)
 
@@ -244,21 +259,27 @@ def split_in_place(x, num_heads):
     return x
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (lambda x, h: x.reshape(x.size(0), h, x.size(1), -1), "a reshape straight to"),
-    (lambda x, h: x.transpose(1, 2).reshape(x.size(0), h, x.size(1), -1),
-     "transposing x to (B, d_model, T) before the reshape"),
-    (lambda x, h: x.view(x.size(0), x.size(1), h, -1), "that is (B, T, H, d_head)"),
-    (lambda x, h: x.view(x.size(0), x.size(1), -1, h).permute(0, 3, 1, 2),
-     "head i got every H-th feature"),
-    (lambda x, h: x.view(x.size(0), x.size(1), h, -1).transpose(1, 3).transpose(2, 3),
-     "the axes are in the wrong order"),
-    (lambda x, h: x, "has shape (2, 3, 8) but expected (2, 2, 3, 4)"),
-    (raises, "raised ValueError"),
-    (returns_none, "returned None"),
-    (lambda x, h: split_view(x, h).numpy(), "is a NumPy array"),
-    (split_in_place, "changed its input `x` in place"),
-])
+@pytest.mark.parametrize(
+    "wrong, fragment",
+    [
+        (lambda x, h: x.reshape(x.size(0), h, x.size(1), -1), "a reshape straight to"),
+        (
+            lambda x, h: x.transpose(1, 2).reshape(x.size(0), h, x.size(1), -1),
+            "transposing x to (B, d_model, T) before the reshape",
+        ),
+        (lambda x, h: x.view(x.size(0), x.size(1), h, -1), "that is (B, T, H, d_head)"),
+        (lambda x, h: x.view(x.size(0), x.size(1), -1, h).permute(0, 3, 1, 2), "head i got every H-th feature"),
+        (
+            lambda x, h: x.view(x.size(0), x.size(1), h, -1).transpose(1, 3).transpose(2, 3),
+            "the axes are in the wrong order",
+        ),
+        (lambda x, h: x, "has shape (2, 3, 8) but expected (2, 2, 3, 4)"),
+        (raises, "raised ValueError"),
+        (returns_none, "returned None"),
+        (lambda x, h: split_view(x, h).numpy(), "is a NumPy array"),
+        (split_in_place, "changed its input `x` in place"),
+    ],
+)
 def test_split_heads_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_split_heads, wrong, capsys, fragment)
 
@@ -271,13 +292,16 @@ def merge_reshape(heads):  # the notebook's solution
     return heads.transpose(1, 2).reshape(batch, length, num_heads * d_head)
 
 
-@pytest.mark.parametrize("solution", [
-    merge_reshape,
-    merge_heads,
-    lambda h: torch.cat(h.unbind(1), dim=-1),
-    lambda h: h.transpose(1, 2).contiguous().view(h.size(0), h.size(2), -1),
-    lambda h: h.permute(0, 2, 1, 3).flatten(2),
-])
+@pytest.mark.parametrize(
+    "solution",
+    [
+        merge_reshape,
+        merge_heads,
+        lambda h: torch.cat(h.unbind(1), dim=-1),
+        lambda h: h.transpose(1, 2).contiguous().view(h.size(0), h.size(2), -1),
+        lambda h: h.permute(0, 2, 1, 3).flatten(2),
+    ],
+)
 def test_merge_heads_accepts_correct_solutions(solution, capsys):
     out = checker_passes(check_merge_heads, solution, capsys)
     assert "all 6 cases passed" in out
@@ -288,24 +312,29 @@ def merge_in_place(heads):
     return merge_reshape(heads - 1.0)
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (lambda h: h.reshape(h.size(0), h.size(2), -1), "a reshape straight from"),
-    (lambda h: h.permute(0, 2, 3, 1).reshape(h.size(0), h.size(2), -1),
-     "permute(0, 2, 3, 1) gives (B, T, d_head, H)"),
-    (lambda h: h.transpose(2, 3).reshape(h.size(0), h.size(2), -1),
-     "transpose(2, 3) swaps T and d_head"),
-    (lambda h: h.flatten(2), "has shape (2, 2, 12) but expected (2, 3, 8)"),
-    (raises, "raised ValueError"),
-    (returns_none, "returned None"),
-    (lambda h: merge_reshape(h).numpy(), "is a NumPy array"),
-    (merge_in_place, "changed its input `heads` in place"),
-])
+@pytest.mark.parametrize(
+    "wrong, fragment",
+    [
+        (lambda h: h.reshape(h.size(0), h.size(2), -1), "a reshape straight from"),
+        (
+            lambda h: h.permute(0, 2, 3, 1).reshape(h.size(0), h.size(2), -1),
+            "permute(0, 2, 3, 1) gives (B, T, d_head, H)",
+        ),
+        (lambda h: h.transpose(2, 3).reshape(h.size(0), h.size(2), -1), "transpose(2, 3) swaps T and d_head"),
+        (lambda h: h.flatten(2), "has shape (2, 2, 12) but expected (2, 3, 8)"),
+        (raises, "raised ValueError"),
+        (returns_none, "returned None"),
+        (lambda h: merge_reshape(h).numpy(), "is a NumPy array"),
+        (merge_in_place, "changed its input `heads` in place"),
+    ],
+)
 def test_merge_heads_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_merge_heads, wrong, capsys, fragment)
 
 
 def test_merge_heads_catches_view_after_transpose_on_contiguous_input(capsys):
     """Defect: every case came from split_heads (a view), where this works by luck."""
+
     def view_after_transpose(heads):
         batch, num_heads, length, d_head = heads.shape
         return heads.transpose(1, 2).view(batch, length, num_heads * d_head)
@@ -314,10 +343,14 @@ def test_merge_heads_catches_view_after_transpose_on_contiguous_input(capsys):
     assert torch.equal(view_after_transpose(x), merge_heads(x))  # fine on a view ...
     with pytest.raises(RuntimeError):  # ... but not on weights @ v, which is contiguous
         view_after_transpose(x.contiguous())
-    out = checker_fails(check_merge_heads, view_after_transpose, capsys,
-                        "raised RuntimeError: view size is not compatible",
-                        "use reshape, or .contiguous().view(...)",
-                        "contiguous in memory")
+    out = checker_fails(
+        check_merge_heads,
+        view_after_transpose,
+        capsys,
+        "raised RuntimeError: view size is not compatible",
+        "use reshape, or .contiguous().view(...)",
+        "contiguous in memory",
+    )
     assert "case 5 of 6" in out
 
 
@@ -325,8 +358,7 @@ def test_merge_heads_catches_view_after_transpose_on_contiguous_input(capsys):
 
 
 def positions_notebook(length, d_model):  # the notebook's solution
-    angle = torch.arange(length).unsqueeze(1) / 10000 ** (
-        torch.arange(0, d_model, 2) / d_model)
+    angle = torch.arange(length).unsqueeze(1) / 10000 ** (torch.arange(0, d_model, 2) / d_model)
     pe = torch.zeros(length, d_model)
     pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
     return pe
@@ -347,26 +379,38 @@ def positions_numpy(length, d_model):
 
 
 def positions_loop(length, d_model):
-    return torch.tensor([[math.sin(p / 10000 ** (j / d_model)) if j % 2 == 0
-                          else math.cos(p / 10000 ** ((j - 1) / d_model))
-                          for j in range(d_model)] for p in range(length)])
+    return torch.tensor(
+        [
+            [
+                math.sin(p / 10000 ** (j / d_model)) if j % 2 == 0 else math.cos(p / 10000 ** ((j - 1) / d_model))
+                for j in range(d_model)
+            ]
+            for p in range(length)
+        ]
+    )
 
 
-@pytest.mark.parametrize("solution", [
-    positions_notebook, sinusoidal_positions, positions_log, positions_numpy,
-    positions_loop,
-    # a NumPy answer with negative strides (defect: torch.from_numpy refused it)
-    lambda n, d: np.ascontiguousarray(positions_numpy(n, d)[::-1])[::-1],
-    lambda n, d: positions_numpy(n, d).T.copy().T,  # Fortran order
-])
+@pytest.mark.parametrize(
+    "solution",
+    [
+        positions_notebook,
+        sinusoidal_positions,
+        positions_log,
+        positions_numpy,
+        positions_loop,
+        # a NumPy answer with negative strides (defect: torch.from_numpy refused it)
+        lambda n, d: np.ascontiguousarray(positions_numpy(n, d)[::-1])[::-1],
+        lambda n, d: positions_numpy(n, d).T.copy().T,  # Fortran order
+    ],
+)
 def test_positional_encoding_accepts_correct_solutions(solution, capsys):
     checker_passes(check_positional_encoding, solution, capsys)
 
 
-def positions_with(top=lambda j: 2 * (j // 2), base=10000.0, times=False, swap=False,
-                   first=0, halves=False):
+def positions_with(top=lambda j: 2 * (j // 2), base=10000.0, times=False, swap=False, first=0, halves=False):
     """Sinusoids with one mistake: the exponent's numerator for feature j, the base, pos
     times the power, sin and cos swapped, the first position, or all sines first."""
+
     def positions(length, d_model):
         pos = torch.arange(first, first + length).unsqueeze(1).double()
         power = base ** (top(torch.arange(d_model).double()) / d_model)
@@ -377,72 +421,82 @@ def positions_with(top=lambda j: 2 * (j // 2), base=10000.0, times=False, swap=F
         out = odd(angle)
         out[:, 0::2] = even(angle[:, 0::2])
         return out.float()
+
     return positions
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (positions_with(top=lambda j: 2 * j), "2j/d_model, with j the feature index"),
-    (positions_with(top=lambda j: 4 * (j // 2)), "without another factor 2"),
-    (positions_with(top=lambda j: j // 2), "the exponent is 2i/d_model, not i/d_model"),
-    (positions_with(times=True), "divide the position by 10000^(2i/d_model)"),
-    (positions_with(top=lambda j: j), "features 2i and 2i+1 share one frequency"),
-    (positions_with(base=1000.0), "the base is 10000, not 1000"),
-    (positions_with(swap=True), "sin and cos are swapped"),
-    (positions_with(first=1), "positions count from 0"),
-    (positions_with(halves=True), "[all sines | all cosines] layout"),
-    (lambda n, d: sinusoidal_positions(n, d).T, "one row per position"),
-    (raises, "raised ValueError"),
-    (returns_none, "returned None"),
-    (lambda n, d: sinusoidal_positions(n, d).tolist(), "is a list of 10 items"),
-])
+@pytest.mark.parametrize(
+    "wrong, fragment",
+    [
+        (positions_with(top=lambda j: 2 * j), "2j/d_model, with j the feature index"),
+        (positions_with(top=lambda j: 4 * (j // 2)), "without another factor 2"),
+        (positions_with(top=lambda j: j // 2), "the exponent is 2i/d_model, not i/d_model"),
+        (positions_with(times=True), "divide the position by 10000^(2i/d_model)"),
+        (positions_with(top=lambda j: j), "features 2i and 2i+1 share one frequency"),
+        (positions_with(base=1000.0), "the base is 10000, not 1000"),
+        (positions_with(swap=True), "sin and cos are swapped"),
+        (positions_with(first=1), "positions count from 0"),
+        (positions_with(halves=True), "[all sines | all cosines] layout"),
+        (lambda n, d: sinusoidal_positions(n, d).T, "one row per position"),
+        (raises, "raised ValueError"),
+        (returns_none, "returned None"),
+        (lambda n, d: sinusoidal_positions(n, d).tolist(), "is a list of 10 items"),
+    ],
+)
 def test_positional_encoding_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_positional_encoding, wrong, capsys, fragment)
 
 
-@pytest.mark.parametrize("half", [
-    lambda n, d: sinusoidal_positions(n, d).half(),
-    lambda n, d: positions_numpy(n, d).astype(np.float16),
-    lambda n, d: sinusoidal_positions(n, d).bfloat16(),
-])
+@pytest.mark.parametrize(
+    "half",
+    [
+        lambda n, d: sinusoidal_positions(n, d).half(),
+        lambda n, d: positions_numpy(n, d).astype(np.float16),
+        lambda n, d: sinusoidal_positions(n, d).bfloat16(),
+    ],
+)
 def test_positional_encoding_names_the_precision_of_float16(half, capsys):
-    checker_fails(check_positional_encoding, half, capsys, "significant digits",
-                  "compute and return float32")
+    checker_fails(check_positional_encoding, half, capsys, "significant digits", "compute and return float32")
 
 
 def test_positional_encoding_float16_mistake_still_gets_its_own_hint(capsys):
     wrong = positions_with(swap=True)
-    checker_fails(check_positional_encoding, lambda n, d: wrong(n, d).half(), capsys,
-                  "sin and cos are swapped")
+    checker_fails(check_positional_encoding, lambda n, d: wrong(n, d).half(), capsys, "sin and cos are swapped")
 
 
 # ============================================================ causal mask
 
 
-@pytest.mark.parametrize("solution", [
-    lambda n: torch.ones(n, n, dtype=torch.bool).tril(),  # the notebook's solution
-    causal_mask,
-    lambda n: torch.arange(n).unsqueeze(1) >= torch.arange(n),
-    lambda n: ~torch.ones(n, n, dtype=torch.bool).triu(1),
-    lambda n: torch.tril(torch.ones(n, n)) == 1,
-])
+@pytest.mark.parametrize(
+    "solution",
+    [
+        lambda n: torch.ones(n, n, dtype=torch.bool).tril(),  # the notebook's solution
+        causal_mask,
+        lambda n: torch.arange(n).unsqueeze(1) >= torch.arange(n),
+        lambda n: ~torch.ones(n, n, dtype=torch.bool).triu(1),
+        lambda n: torch.tril(torch.ones(n, n)) == 1,
+    ],
+)
 def test_causal_mask_accepts_correct_solutions(solution, capsys):
     checker_passes(check_causal_mask, solution, capsys)
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (lambda n: torch.ones(n, n, dtype=torch.bool).tril(1), "torch.tril(ones, 1)"),
-    (lambda n: torch.ones(n, n, dtype=torch.bool), "every entry is True"),
-    (lambda n: torch.zeros(n, n, dtype=torch.bool), "every entry is False"),
-    (lambda n: torch.ones(n, n, dtype=torch.bool).triu(1),
-     "True must mean *may attend*"),
-    (lambda n: torch.ones(n, n, dtype=torch.bool).triu(), "this is the upper triangle"),
-    (lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "may attend to itself"),
-    (lambda n: torch.tril(torch.ones(n, n)), "return a bool tensor"),
-    (lambda n: torch.ones(n, dtype=torch.bool), "has shape (4,) but expected (4, 4)"),
-    (lambda n: np.tril(np.ones((n, n), dtype=bool)), "is a NumPy array"),
-    (raises, "raised ValueError"),
-    (returns_none, "returned None"),
-])
+@pytest.mark.parametrize(
+    "wrong, fragment",
+    [
+        (lambda n: torch.ones(n, n, dtype=torch.bool).tril(1), "torch.tril(ones, 1)"),
+        (lambda n: torch.ones(n, n, dtype=torch.bool), "every entry is True"),
+        (lambda n: torch.zeros(n, n, dtype=torch.bool), "every entry is False"),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).triu(1), "True must mean *may attend*"),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).triu(), "this is the upper triangle"),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "may attend to itself"),
+        (lambda n: torch.tril(torch.ones(n, n)), "return a bool tensor"),
+        (lambda n: torch.ones(n, dtype=torch.bool), "has shape (4,) but expected (4, 4)"),
+        (lambda n: np.tril(np.ones((n, n), dtype=bool)), "is a NumPy array"),
+        (raises, "raised ValueError"),
+        (returns_none, "returned None"),
+    ],
+)
 def test_causal_mask_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_causal_mask, wrong, capsys, fragment)
 
@@ -452,8 +506,8 @@ def test_causal_mask_rejects_wrong_solutions(wrong, fragment, capsys):
 
 def masking_notebook(ids, maskable, mask_id, replacement_ids):
     """The notebook's solution."""
-    chosen = (torch.rand(ids.shape) < 0.15) & maskable                        # (B, T)
-    action = torch.rand(ids.shape)                                             # (B, T)
+    chosen = (torch.rand(ids.shape) < 0.15) & maskable  # (B, T)
+    action = torch.rand(ids.shape)  # (B, T)
     random_ids = replacement_ids[torch.randint(len(replacement_ids), ids.shape)]
     inputs = torch.where(chosen & (action < 0.8), mask_id, ids)
     inputs = torch.where(chosen & (action >= 0.8) & (action < 0.9), random_ids, inputs)
@@ -465,13 +519,23 @@ def masking_package(ids, maskable, mask_id, replacement_ids):
     return masked.inputs, masked.targets
 
 
-def masking(count=None, rows_alike=False, first=False, replace="uniform", fill=-100,
-            swap=False, dtype=None, spread=1.0, shares=(0.8, 0.9)):
+def masking(
+    count=None,
+    rows_alike=False,
+    first=False,
+    replace="uniform",
+    fill=-100,
+    swap=False,
+    dtype=None,
+    spread=1.0,
+    shares=(0.8, 0.9),
+):
     """A masking solution: each position with probability 0.15 (``count=None``) or
     exactly ``count(n)`` per row of n maskable positions; or a typical mistake: the
     same positions in every row, each row's first positions, ``spread`` < 1 (only the
     first part of a row), another way of drawing the random ids, another ignore value,
     the pair swapped, a dtype."""
+
     def fn(ids, maskable, mask_id, replacement_ids):
         batch, length = ids.shape
         rank = maskable.long().cumsum(1) - 1
@@ -488,19 +552,21 @@ def masking(count=None, rows_alike=False, first=False, replace="uniform", fill=-
             chosen = (order < k) & maskable
         action = torch.rand(ids.shape)
         r = len(replacement_ids)
-        draws = {"uniform": lambda: replacement_ids[torch.randint(r, ids.shape)],
-                 "plus one": lambda: ids + 1,
-                 "three": lambda: replacement_ids[torch.randint(3, ids.shape)],
-                 "one": lambda: replacement_ids[torch.randint(r, (1,))],
-                 "mapped": lambda: replacement_ids[(ids * 7) % len(replacement_ids)],
-                 "any": lambda: torch.randint(0, 42, ids.shape)}
+        draws = {
+            "uniform": lambda: replacement_ids[torch.randint(r, ids.shape)],
+            "plus one": lambda: ids + 1,
+            "three": lambda: replacement_ids[torch.randint(3, ids.shape)],
+            "one": lambda: replacement_ids[torch.randint(r, (1,))],
+            "mapped": lambda: replacement_ids[(ids * 7) % len(replacement_ids)],
+            "any": lambda: torch.randint(0, 42, ids.shape),
+        }
         random_ids = draws[replace]().expand(batch, length)
         inputs = torch.where(chosen & (action < shares[0]), mask_id, ids)
-        inputs = torch.where(chosen & (action >= shares[0]) & (action < shares[1]),
-                             random_ids, inputs)
+        inputs = torch.where(chosen & (action >= shares[0]) & (action < shares[1]), random_ids, inputs)
         targets = torch.where(chosen, ids, fill)
         targets = targets if dtype is None else targets.to(dtype)
         return (targets, inputs) if swap else (inputs, targets)
+
     return fn
 
 
@@ -509,7 +575,7 @@ def masking_row_loop(ids, maskable, mask_id, replacement_ids):
     inputs, targets = ids.clone(), torch.full_like(ids, -100)
     for row in range(ids.size(0)):
         where = maskable[row].nonzero().squeeze(1)
-        picked = where[torch.randperm(len(where))[:round(0.15 * len(where))]]
+        picked = where[torch.randperm(len(where))[: round(0.15 * len(where))]]
         targets[row, picked] = ids[row, picked]
         for position in picked.tolist():
             u = torch.rand(()).item()
@@ -529,8 +595,10 @@ CORRECT_MASKING = [
     masking(count=lambda n: (0.15 * n).floor()),  # int(0.15 · n): accepted
     masking(count=lambda n: (0.15 * n).ceil()),
     lambda *a: tuple(x.numpy() for x in masking_notebook(*a)),  # NumPy answers
-    lambda *a: tuple(np.ascontiguousarray(x.numpy()[::-1])[::-1]  # negative strides
-                     for x in masking_notebook(*a)),
+    lambda *a: tuple(
+        np.ascontiguousarray(x.numpy()[::-1])[::-1]  # negative strides
+        for x in masking_notebook(*a)
+    ),
 ]
 
 
@@ -556,35 +624,37 @@ def masking_in_place(ids, maskable, mask_id, replacement_ids):
     return inputs, targets
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    # randomness (defect: none of these was noticed)
-    (masking(count=lambda n: (0.15 * n).round(), first=True),
-     "every row chose its first maskable positions"),
-    (masking(rows_alike=True), "draw new random numbers for every row"),
-    (masking(spread=0.5), "lie in the first half of their row's maskable positions"),
-    (masking(replace="plus one"), "the original id + 1"),
-    (masking(replace="mapped"), "the random id depends on the original one"),
-    (masking(replace="three"), "3 of its 36 ids appeared"),
-    (masking(replace="one"), "1 of its 36 ids appeared"),
-    # the form of the answer
-    (masking(dtype=torch.float32), "F.cross_entropy needs integer targets"),
-    (masking(dtype=torch.int32), "targets has dtype torch.int32"),
-    (masking(fill=-1), "targets hold -1 at the positions that were not chosen"),
-    (masking(fill=0), "targets hold 0 at the positions that were not chosen"),
-    (masking(swap=True), "return the pair in the order (inputs, targets)"),
-    # how many, and what they became
-    (masking(count=lambda n: torch.full_like(n, 6)), "15 % of the row's length T"),
-    (masking(count=lambda n: (0.3 * n).round()), "maskable positions were chosen"),
-    (masking(shares=(1.0, 1.0)), "expected about 80 %, 10 % and 10 %"),
-    (masking(replace="any"), "not in replacement_ids"),
-    (lambda ids, *a: (ids, ids.clone()), "not maskable"),
-    (lambda ids, *a: (ids, torch.full_like(ids, -100)), "-100 everywhere"),
-    (lambda ids, *a: ids, "return a pair (inputs, targets)"),
-    (lambda ids, *a: (ids, ids[:, :3]), "targets is a tensor of shape (1000, 3)"),
-    (raises, "raised ValueError"),
-    (returns_none, "returned None"),
-    (masking_in_place, "changed its input `ids` in place"),
-])
+@pytest.mark.parametrize(
+    "wrong, fragment",
+    [
+        # randomness (defect: none of these was noticed)
+        (masking(count=lambda n: (0.15 * n).round(), first=True), "every row chose its first maskable positions"),
+        (masking(rows_alike=True), "draw new random numbers for every row"),
+        (masking(spread=0.5), "lie in the first half of their row's maskable positions"),
+        (masking(replace="plus one"), "the original id + 1"),
+        (masking(replace="mapped"), "the random id depends on the original one"),
+        (masking(replace="three"), "3 of its 36 ids appeared"),
+        (masking(replace="one"), "1 of its 36 ids appeared"),
+        # the form of the answer
+        (masking(dtype=torch.float32), "F.cross_entropy needs integer targets"),
+        (masking(dtype=torch.int32), "targets has dtype torch.int32"),
+        (masking(fill=-1), "targets hold -1 at the positions that were not chosen"),
+        (masking(fill=0), "targets hold 0 at the positions that were not chosen"),
+        (masking(swap=True), "return the pair in the order (inputs, targets)"),
+        # how many, and what they became
+        (masking(count=lambda n: torch.full_like(n, 6)), "15 % of the row's length T"),
+        (masking(count=lambda n: (0.3 * n).round()), "maskable positions were chosen"),
+        (masking(shares=(1.0, 1.0)), "expected about 80 %, 10 % and 10 %"),
+        (masking(replace="any"), "not in replacement_ids"),
+        (lambda ids, *a: (ids, ids.clone()), "not maskable"),
+        (lambda ids, *a: (ids, torch.full_like(ids, -100)), "-100 everywhere"),
+        (lambda ids, *a: ids, "return a pair (inputs, targets)"),
+        (lambda ids, *a: (ids, ids[:, :3]), "targets is a tensor of shape (1000, 3)"),
+        (raises, "raised ValueError"),
+        (returns_none, "returned None"),
+        (masking_in_place, "changed its input `ids` in place"),
+    ],
+)
 def test_mask_tokens_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_mask_tokens, wrong, capsys, fragment)
 
@@ -596,8 +666,7 @@ def test_mask_tokens_targets_the_loss_refuses_are_rejected(dtype, capsys):
     targets = torch.tensor([5, -100, 7]).to(dtype)
     with pytest.raises(RuntimeError, match="expected target dtype to be Long"):
         F.cross_entropy(torch.randn(3, 10), targets, ignore_index=-100)
-    checker_fails(check_mask_tokens, masking(dtype=dtype), capsys,
-                  f"targets has dtype {dtype}", "torch.long")
+    checker_fails(check_mask_tokens, masking(dtype=dtype), capsys, f"targets has dtype {dtype}", "torch.long")
 
 
 def test_mask_tokens_pass_line_and_random_state(capsys):
@@ -615,11 +684,11 @@ def running_notebook(q, k, v, block_size):  # the notebook's solution
     ell = np.zeros((len(q), 1))
     a = np.zeros((len(q), v.shape[1]))
     for start in range(0, len(k), block_size):
-        s = q @ k[start:start + block_size].T / np.sqrt(q.shape[1])
+        s = q @ k[start : start + block_size].T / np.sqrt(q.shape[1])
         m_new = np.maximum(m, s.max(axis=1, keepdims=True))
         p = np.exp(s - m_new)
         ell = ell * np.exp(m - m_new) + p.sum(axis=1, keepdims=True)
-        a = a * np.exp(m - m_new) + p @ v[start:start + block_size]
+        a = a * np.exp(m - m_new) + p @ v[start : start + block_size]
         m = m_new
     return a / ell
 
@@ -646,19 +715,19 @@ def running_first_block_apart(q, k, v, block_size):
         m = scores.max()
         ell, acc = np.exp(scores - m).sum(), np.exp(scores - m) @ v[:block_size]
         for start in range(block_size, len(k), block_size):
-            scores = k[start:start + block_size] @ query / math.sqrt(len(query))
+            scores = k[start : start + block_size] @ query / math.sqrt(len(query))
             m_new = max(m, scores.max())
             ell = ell * math.exp(m - m_new) + np.exp(scores - m_new).sum()
             p = np.exp(scores - m_new)
-            acc = acc * math.exp(m - m_new) + p @ v[start:start + block_size]
+            acc = acc * math.exp(m - m_new) + p @ v[start : start + block_size]
             m = m_new
         out[i] = acc / ell
     return out
 
 
-@pytest.mark.parametrize("solution", [running_notebook,
-                                      numpy_attention.running_softmax_attention,
-                                      running_torch, running_first_block_apart])
+@pytest.mark.parametrize(
+    "solution", [running_notebook, numpy_attention.running_softmax_attention, running_torch, running_first_block_apart]
+)
 def test_running_softmax_accepts_correct_solutions(solution, capsys):
     checker_passes(check_running_softmax, solution, capsys)
 
@@ -667,13 +736,13 @@ def running_inverted(q, k, v, block_size):
     """The old sums times exp(m' - m) instead of exp(m - m'); no NaN on block 1."""
     m, ell, a = None, 0.0, 0.0
     for start in range(0, len(k), block_size):
-        s = q @ k[start:start + block_size].T / np.sqrt(q.shape[1])
+        s = q @ k[start : start + block_size].T / np.sqrt(q.shape[1])
         top = s.max(axis=1, keepdims=True)
         m_new = top if m is None else np.maximum(m, top)
         factor = 0.0 if m is None else np.exp(m_new - m)
         p = np.exp(s - m_new)
         ell = ell * factor + p.sum(axis=1, keepdims=True)
-        a = a * factor + p @ v[start:start + block_size]
+        a = a * factor + p @ v[start : start + block_size]
         m = m_new
     return a / ell
 
@@ -683,11 +752,11 @@ def running_nan(q, k, v, block_size):
     with np.errstate(all="ignore"):
         m, ell, a = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), 0.0
         for start in range(0, len(k), block_size):
-            s = q @ k[start:start + block_size].T / np.sqrt(q.shape[1])
+            s = q @ k[start : start + block_size].T / np.sqrt(q.shape[1])
             m_new = np.maximum(m, s.max(axis=1, keepdims=True))
             p = np.exp(s - m_new)
             ell = ell * np.exp(m_new - m) + p.sum(axis=1, keepdims=True)
-            a = a * np.exp(m_new - m) + p @ v[start:start + block_size]
+            a = a * np.exp(m_new - m) + p @ v[start : start + block_size]
             m = m_new
         return a / ell
 
@@ -705,9 +774,9 @@ def running_no_maximum(q, k, v, block_size):
     with np.errstate(all="ignore"):
         total, acc = 0.0, 0.0
         for start in range(0, len(k), block_size):
-            p = np.exp(q @ k[start:start + block_size].T / np.sqrt(q.shape[1]))
+            p = np.exp(q @ k[start : start + block_size].T / np.sqrt(q.shape[1]))
             total = total + p.sum(axis=1, keepdims=True)
-            acc = acc + p @ v[start:start + block_size]
+            acc = acc + p @ v[start : start + block_size]
         return acc / total
 
 
@@ -721,26 +790,26 @@ def running_in_place(q, k, v, block_size):
     return numpy_attention.scaled_dot_product_attention(q, k, v)[0]
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (lambda q, k, v, b: attend(q / np.sqrt(q.shape[1]), k, v),
-     "the scores were divided by d_k"),
-    (running_inverted, "multiply l and acc by exp(m - m'), not exp(m' - m)"),
-    (running_nan, "not by exp(m' - m)"),
-    (running_short_blocks, "yours left out one key per block"),
-    (running_without_short_block, "the last block is shorter than the others"),
-    (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "acc not rescaled"),
-     "multiply acc by exp(m - m')"),
-    (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "not divided"),
-     "divide the weighted sum"),
-    (lambda q, k, v, b: attend(q, k[-b:], v[-b:]), "attention to the last block only"),
-    (running_no_maximum, "exp overflowed"),
-    (raises, "raised ValueError"),
-    (returns_none, "returned None"),
-    (lambda q, k, v, b: q, "has shape (3, 4) but expected (3, 5)"),
-    # NumPy words for a NumPy exercise (defect: "return only the tensor", ".clone()")
-    (lambda q, k, v, b: (running_notebook(q, k, v, b), None), "return only the array"),
-    (running_in_place, "work on a .copy()"),
-])
+@pytest.mark.parametrize(
+    "wrong, fragment",
+    [
+        (lambda q, k, v, b: attend(q / np.sqrt(q.shape[1]), k, v), "the scores were divided by d_k"),
+        (running_inverted, "multiply l and acc by exp(m - m'), not exp(m' - m)"),
+        (running_nan, "not by exp(m' - m)"),
+        (running_short_blocks, "yours left out one key per block"),
+        (running_without_short_block, "the last block is shorter than the others"),
+        (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "acc not rescaled"), "multiply acc by exp(m - m')"),
+        (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "not divided"), "divide the weighted sum"),
+        (lambda q, k, v, b: attend(q, k[-b:], v[-b:]), "attention to the last block only"),
+        (running_no_maximum, "exp overflowed"),
+        (raises, "raised ValueError"),
+        (returns_none, "returned None"),
+        (lambda q, k, v, b: q, "has shape (3, 4) but expected (3, 5)"),
+        # NumPy words for a NumPy exercise (defect: "return only the tensor", ".clone()")
+        (lambda q, k, v, b: (running_notebook(q, k, v, b), None), "return only the array"),
+        (running_in_place, "work on a .copy()"),
+    ],
+)
 def test_running_softmax_rejects_wrong_solutions(wrong, fragment, capsys):
     out = checker_fails(check_running_softmax, wrong, capsys, fragment)
     assert "tensor" not in out and ".clone()" not in out
@@ -769,18 +838,30 @@ def test_a_tuple_instead_of_an_array_is_told_to_return_the_array():
     assert message.endswith("return only the tensor")
 
 
-@pytest.mark.parametrize("checker", [check_window_average,
-                                     check_scaled_dot_product_attention,
-                                     check_split_heads, check_merge_heads,
-                                     check_positional_encoding, check_causal_mask,
-                                     check_mask_tokens, check_running_softmax])
+@pytest.mark.parametrize(
+    "checker",
+    [
+        check_window_average,
+        check_scaled_dot_product_attention,
+        check_split_heads,
+        check_merge_heads,
+        check_positional_encoding,
+        check_causal_mask,
+        check_mask_tokens,
+        check_running_softmax,
+    ],
+)
 def test_no_traceback_escapes_for_odd_return_values(checker, capsys):
     class Odd:
         shape = property(lambda self: 1 / 0)
 
-    for value in [np.array([object(), None]), Odd(), (Odd(), Odd()), torch.zeros(0),
-                  np.zeros((2, 2), dtype=np.float16),
-                  (np.array(["a"]), np.array(["b"]))]:
+    for value in [
+        np.array([object(), None]),
+        Odd(),
+        (Odd(), Odd()),
+        torch.zeros(0),
+        np.zeros((2, 2), dtype=np.float16),
+        (np.array(["a"]), np.array(["b"])),
+    ]:
         assert checker(lambda *a, value=value, **k: value) is False
         assert capsys.readouterr().out.count("✗") == 1
-

@@ -35,8 +35,14 @@ def test_pad_id_one_of_and_same():
 
 
 def test_shapes_binds_letters_across_tensors_and_to_known_sizes():
-    sizes = checks.shapes("Layer", dict(d=4), query=(torch.zeros(2, 4), "B d"), keys=(torch.zeros(2, 5, 4), "B L d"),
-                          mask=(torch.ones(2, 5, dtype=torch.bool), "B L : bool"), unused=(None, "B"))
+    sizes = checks.shapes(
+        "Layer",
+        dict(d=4),
+        query=(torch.zeros(2, 4), "B d"),
+        keys=(torch.zeros(2, 5, 4), "B L d"),
+        mask=(torch.ones(2, 5, dtype=torch.bool), "B L : bool"),
+        unused=(None, "B"),
+    )
     assert sizes == dict(B=2, d=4, L=5)
     with pytest.raises(ValueError, match=r"keys has L=6 \(shape \(2, 6\)\) but mask has L=5 \(shape \(2, 5\)\)"):
         checks.shapes("Layer", mask=(torch.ones(2, 5, dtype=torch.bool), "B L"), keys=(torch.zeros(2, 6), "B L"))
@@ -58,12 +64,16 @@ def test_broadcastable_and_right_padded():
     scores = torch.zeros(2, 3, 4)
     checks.broadcastable("mask", torch.ones(3, 4, dtype=torch.bool), "scores", scores)
     checks.broadcastable("mask", torch.ones(2, 1, 4, dtype=torch.bool), "scores", scores)
-    with pytest.raises(ValueError, match=r"mask of shape \(5, 3, 4\) does not broadcast to scores of shape \(2, 3, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"mask of shape \(5, 3, 4\) does not broadcast to scores of shape \(2, 3, 4\)"
+    ):
         checks.broadcastable("mask", torch.ones(5, 3, 4, dtype=torch.bool), "scores", scores)
     with pytest.raises(TypeError, match=r"mask must be a bool tensor \(True = may attend\), got list"):
         checks.broadcastable("mask", [True], "scores", scores)
-    assert torch.equal(checks.right_padded(torch.tensor([[4, 5, 0], [6, 0, 0]]), 0),
-                       torch.tensor([[True, True, False], [True, False, False]]))
+    assert torch.equal(
+        checks.right_padded(torch.tensor([[4, 5, 0], [6, 0, 0]]), 0),
+        torch.tensor([[True, True, False], [True, False, False]]),
+    )
     with pytest.raises(ValueError, match="src must be padded on the right only"):
         checks.right_padded(torch.tensor([[4, 0, 5]]), 0)
     with pytest.raises(ValueError, match=r"src rows \[0\] are all padding \(pad_id=0\)"):

@@ -49,12 +49,15 @@ def test_pairs_tested():
     assert [pairs_tested(k) for k in (2, 3, 6)] == [1, 3, 15]
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: summarize([1.0]), "values needs at least two values"),
-    (lambda: paired_difference([1, 2, 3], [1, 2]), "got 3 and 2 values"),
-    (lambda: paired_difference([1, float("nan")], [1, 2]), "a must be finite numbers"),
-    (lambda: t_quantile(0), "df must be a positive int, got 0"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: summarize([1.0]), "values needs at least two values"),
+        (lambda: paired_difference([1, 2, 3], [1, 2]), "got 3 and 2 values"),
+        (lambda: paired_difference([1, float("nan")], [1, 2]), "a must be finite numbers"),
+        (lambda: t_quantile(0), "df must be a positive int, got 0"),
+    ],
+)
 def test_bad_input_gets_a_clear_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()

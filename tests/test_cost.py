@@ -19,6 +19,7 @@ class FakeClock:
     def step(self, seconds):
         def run():
             self.now += seconds.pop(0) if isinstance(seconds, list) else seconds
+
         return run
 
 

@@ -4,26 +4,19 @@ import datetime
 import re
 
 import pytest
-
-from attnbook import data
 import torch
 
-from attnbook.data import (
+from attnbook import data, tasks
+from attnbook.data import Batch, Batches, Example, Splits, Vocab, build_vocabs, make_batch
+from attnbook.tasks import (
     DATE_FORMATS,
     DEFAULT_ALPHABET,
     FIRST_DATE,
     LAST_DATE,
-    Batch,
-    Batches,
-    Example,
-    Splits,
-    Vocab,
-    build_vocabs,
     copy_task,
     date_splits,
     date_task,
     format_date,
-    make_batch,
     reversal_task,
     reverse_sources,
     sequence_splits,
@@ -237,7 +230,10 @@ def test_reversal_task_is_deterministic():
         (dict(min_length=0, max_length=5), r"min_length must be a positive int, got 0"),
         (dict(min_length=6, max_length=5), r"max_length must be an int >= min_length, got min_length=6, max_length=5"),
         (dict(min_length=1, max_length=5, alphabet=""), r"alphabet must be a non-empty string, got alphabet=''"),
-        (dict(min_length=1, max_length=5, alphabet="abca"), r"alphabet must not repeat a character, got alphabet='abca'"),
+        (
+            dict(min_length=1, max_length=5, alphabet="abca"),
+            r"alphabet must not repeat a character, got alphabet='abca'",
+        ),
     ],
 )
 @pytest.mark.parametrize("task", [reversal_task, copy_task])
@@ -317,7 +313,9 @@ def test_decode_skips_pad_and_bos_and_stops_at_eos():
 
 def test_decode_bad_ids_are_errors():
     vocab = Vocab("abc", name="target")
-    with pytest.raises(ValueError, match=r"id 7 is out of range for the target vocabulary of size 7 \(valid ids are 0\.\.6\)"):
+    with pytest.raises(
+        ValueError, match=r"id 7 is out of range for the target vocabulary of size 7 \(valid ids are 0\.\.6\)"
+    ):
         vocab.decode([4, 7])
     with pytest.raises(ValueError, match=r"id -1 is out of range"):
         vocab.tokens([-1])
@@ -333,7 +331,9 @@ def test_unknown_character_message():
 
 def test_unknown_character_message_names_the_vocabulary_and_abbreviates():
     vocab = Vocab.from_texts(["ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"], name="target")
-    with pytest.raises(ValueError, match=r"^unknown character '!' in target; vocabulary has 'A', 'B', .*, 'n', \.\.\. and 12 more$"):
+    with pytest.raises(
+        ValueError, match=r"^unknown character '!' in target; vocabulary has 'A', 'B', .*, 'n', \.\.\. and 12 more$"
+    ):
         vocab.encode("!")
 
 
@@ -479,41 +479,49 @@ def test_batches_of_no_examples_is_an_error(tiny):
 
 
 def test_translation_task_reorders_as_documented():
-    examples = data.translation_task(300, seed=4)
-    assert examples == data.translation_task(300, seed=4) and examples != data.translation_task(300, seed=5)
-    table = {word: translation for kind in data.TRANSLATION_WORDS.values() for word, translation in kind.items()}
-    verbs, adjectives = data.TRANSLATION_WORDS["verb"], data.TRANSLATION_WORDS["adjective"]
+    examples = tasks.translation_task(300, seed=4)
+    assert examples == tasks.translation_task(300, seed=4) and examples != tasks.translation_task(300, seed=5)
+    table = {word: translation for kind in tasks.TRANSLATION_WORDS.values() for word, translation in kind.items()}
+    verbs, adjectives = tasks.TRANSLATION_WORDS["verb"], tasks.TRANSLATION_WORDS["adjective"]
     for example in examples:
         words = example.source.split()
         verb_at = next(i for i, word in enumerate(words) if word in verbs)
-        subject, obj = words[:verb_at], words[verb_at + 1:]
+        subject, obj = words[:verb_at], words[verb_at + 1 :]
         expected = [table[w] for w in subject[::-1]] + [table[w] for w in obj[::-1]] + [table[words[verb_at]]]
         assert example.target.split() == expected
         assert all(len(phrase) in (1, 2) and (len(phrase) == 1 or phrase[0] in adjectives) for phrase in (subject, obj))
     with_adjectives = sum(len(e.source.split()) for e in examples) / len(examples)
     assert 3.7 < with_adjectives < 4.3  # about half of the noun phrases have an adjective
-    assert all(len(e.source.split()) == 3 for e in data.translation_task(20, adjective_rate=0.0))
+    assert all(len(e.source.split()) == 3 for e in tasks.translation_task(20, adjective_rate=0.0))
     with pytest.raises(ValueError, match="adjective_rate must be in \\[0, 1\\], got 1.5"):
-        data.translation_task(3, adjective_rate=1.5)
+        tasks.translation_task(3, adjective_rate=1.5)
 
 
 def test_translation_alignment_points_every_letter_at_the_word_it_translates():
-    table = {word: translation for kind in data.TRANSLATION_WORDS.values() for word, translation in kind.items()}
-    aligned = data.translation_alignment(data.Example("big dog sees cat", "kav gro mir vid"))
-    assert aligned == [(4, 7, False)] * 3 + [None] + [(0, 3, False)] * 3 + [None] + [(13, 16, False)] * 3 + [None] \
+    table = {word: translation for kind in tasks.TRANSLATION_WORDS.values() for word, translation in kind.items()}
+    aligned = tasks.translation_alignment(data.Example("big dog sees cat", "kav gro mir vid"))
+    assert (
+        aligned
+        == [(4, 7, False)] * 3
+        + [None]
+        + [(0, 3, False)] * 3
+        + [None]
+        + [(13, 16, False)] * 3
+        + [None]
         + [(8, 12, True)] * 3
-    for example in data.translation_task(200, seed=6):
-        aligned = data.translation_alignment(example)
+    )
+    for example in tasks.translation_task(200, seed=6):
+        aligned = tasks.translation_alignment(example)
         assert len(aligned) == len(example.target)
         for character, item, word in zip(example.target, aligned, _word_of_each_character(example.target)):
             assert (item is None) == (character == " ")
             if item is not None:
                 begin, end, is_verb = item
                 assert table[example.source[begin:end]] == word
-                assert is_verb == (example.source[begin:end] in data.TRANSLATION_WORDS["verb"])
+                assert is_verb == (example.source[begin:end] in tasks.TRANSLATION_WORDS["verb"])
     with pytest.raises(ValueError, match="not a sentence of translation_task"):
-        data.translation_alignment(data.Example("dog cat", "kav mir"))
+        tasks.translation_alignment(data.Example("dog cat", "kav mir"))
 
 
 def _word_of_each_character(text):
-    return [word for word in text.split(" ") for _ in word + " "][:len(text)]
+    return [word for word in text.split(" ") for _ in word + " "][: len(text)]

@@ -166,7 +166,7 @@ def test_beam_search_with_a_wide_beam_is_exhaustive():
                 ends = tokens[-1] == EOS
                 if EOS in tokens[:-1] or (not ends and length < max_len):
                     continue  # eos only at the end; without eos only at max_len (never finished)
-                score = sequence_log_prob(model, src[row:row + 1], tokens)
+                score = sequence_log_prob(model, src[row : row + 1], tokens)
                 if score > best_score:
                     best_score, best_tokens = score, list(tokens[:-1] if ends else tokens)
         assert beam.tokens[row] == best_tokens
@@ -188,7 +188,7 @@ def test_beam_search_returns_weights_of_the_chosen_sequences():
     beam = beam_search(model, src, max_len=6, beam_size=3)
     for row, tokens in enumerate(beam.tokens):
         with torch.no_grad():
-            state, prev, weights = model.start(src[row:row + 1]), torch.tensor([BOS]), []
+            state, prev, weights = model.start(src[row : row + 1]), torch.tensor([BOS]), []
             for token in tokens + [EOS]:
                 step = model.step(state, prev)
                 state, prev = step.state, torch.tensor([token])

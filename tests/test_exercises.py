@@ -4,11 +4,10 @@ Every checker must pass a right solution, fail typical wrong ones with a specifi
 message, and never raise (except KeyboardInterrupt, so a learner can stop a hanging loop).
 """
 
+import math
 import sys
 
 import numpy as np
-import math
-
 import pytest
 import torch
 
@@ -22,15 +21,15 @@ from attnbook.exercises import (
     check_masked_softmax,
     check_teacher_forcing_inputs,
 )
-from conftest import checker_fails, checker_passes
 from attnbook.exercises._checking import (
     Case,
-    ScriptedSeq2Seq,
     RunawayDecoding,
+    ScriptedSeq2Seq,
     call_safely,
     compare,
     run_checks,
 )
+from conftest import checker_fails, checker_passes
 
 #: Every checker the package exports (the generic tests below run on each).
 CHECKERS = [getattr(attnbook.exercises, name) for name in attnbook.exercises.__all__]
@@ -83,9 +82,7 @@ def test_compare_values_message_names_the_largest_difference():
     got = torch.tensor([[0.1, 0.2, 0.56], [0.3, 0.3, 0.4]])
     expected = torch.tensor([[0.1, 0.2, 0.25], [0.3, 0.35, 0.4]])
     message = compare(got, expected)
-    assert message == (
-        "the output values differ: largest difference 0.31 at index (0, 2); expected 0.25, got 0.56"
-    )
+    assert message == ("the output values differ: largest difference 0.31 at index (0, 2); expected 0.25, got 0.56")
 
 
 def test_compare_integer_values_message():
@@ -279,29 +276,38 @@ def test_teacher_forcing_passes_right_solutions(solution, capsys):
 
 
 def test_teacher_forcing_forgot_bos(capsys):
-    _fails(check_teacher_forcing_inputs, lambda t, b, p: t[:, :-1], capsys,
-           "the output has shape (3, 3) but expected (3, 4)", "column of bos_id in front", "case 1 of 5")
+    _fails(
+        check_teacher_forcing_inputs,
+        lambda t, b, p: t[:, :-1],
+        capsys,
+        "the output has shape (3, 3) but expected (3, 4)",
+        "column of bos_id in front",
+        "case 1 of 5",
+    )
 
 
 def test_teacher_forcing_kept_last_column(capsys):
     def kept(targets, bos_id, pad_id):
         return torch.cat([torch.full_like(targets[:, :1], bos_id), targets], dim=1)
 
-    _fails(check_teacher_forcing_inputs, kept, capsys,
-           "shape (3, 5) but expected (3, 4)", "you kept the last column")
+    _fails(check_teacher_forcing_inputs, kept, capsys, "shape (3, 5) but expected (3, 4)", "you kept the last column")
 
 
 def test_teacher_forcing_shifted_left(capsys):
     def left(targets, bos_id, pad_id):
         return torch.cat([targets[:, 1:], torch.full_like(targets[:, :1], pad_id)], dim=1)
 
-    _fails(check_teacher_forcing_inputs, left, capsys,
-           "values differ", "you shifted to the left", "row 0: targets [")
+    _fails(check_teacher_forcing_inputs, left, capsys, "values differ", "you shifted to the left", "row 0: targets [")
 
 
 def test_teacher_forcing_float_dtype(capsys):
-    _fails(check_teacher_forcing_inputs, lambda t, b, p: tf_right(t, b, p).float(), capsys,
-           "dtype torch.float32 but expected torch.int64", "dtype=targets.dtype")
+    _fails(
+        check_teacher_forcing_inputs,
+        lambda t, b, p: tf_right(t, b, p).float(),
+        capsys,
+        "dtype torch.float32 but expected torch.int64",
+        "dtype=targets.dtype",
+    )
 
 
 def test_teacher_forcing_in_place(capsys):
@@ -317,8 +323,9 @@ def test_teacher_forcing_hard_coded_bos(capsys):
     def fixed(targets, bos_id, pad_id):
         return tf_right(targets, 1, pad_id)
 
-    _fails(check_teacher_forcing_inputs, fixed, capsys,
-           "expected 7, got 1", "bos_id=7 (use the argument", "case 4 of 5")
+    _fails(
+        check_teacher_forcing_inputs, fixed, capsys, "expected 7, got 1", "bos_id=7 (use the argument", "case 4 of 5"
+    )
 
 
 def test_teacher_forcing_no_shift(capsys):
@@ -333,8 +340,12 @@ def test_teacher_forcing_no_shift(capsys):
 def test_teacher_forcing_raises_none_and_list(capsys):
     _fails(check_teacher_forcing_inputs, lambda t, b, p: t.no_such(), capsys, "raised AttributeError")
     _fails(check_teacher_forcing_inputs, lambda t, b, p: None, capsys, "returned None — did you forget `return`?")
-    _fails(check_teacher_forcing_inputs, lambda t, b, p: tf_right(t, b, p).tolist(), capsys,
-           "the output is a list of 3 items; expected a torch tensor")
+    _fails(
+        check_teacher_forcing_inputs,
+        lambda t, b, p: tf_right(t, b, p).tolist(),
+        capsys,
+        "the output is a list of 3 items; expected a torch tensor",
+    )
 
 
 # ================================================================= check_greedy_decode
@@ -481,8 +492,12 @@ def test_greedy_output_form_messages(capsys):
     _fails(check_greedy_decode, lambda m, s, n, b, e: [5, 6], capsys, "a flat list of 2 ints")
     _fails(check_greedy_decode, lambda m, s, n, b, e: [[5]], capsys, "returned 1 row but src has 3")
     _fails(check_greedy_decode, lambda m, s, n, b, e: [torch.tensor([5])] * 3, capsys, "row 0 is a tensor")
-    _fails(check_greedy_decode, lambda m, s, n, b, e: [[torch.tensor(5)]] * 3, capsys,
-           "row 0 holds Tensor values, not ints")
+    _fails(
+        check_greedy_decode,
+        lambda m, s, n, b, e: [[torch.tensor(5)]] * 3,
+        capsys,
+        "row 0 holds Tensor values, not ints",
+    )
     _fails(check_greedy_decode, lambda m, s, n, b, e: m(s, s), capsys, "only decodes step by step")
 
 
@@ -557,8 +572,9 @@ def ms_right_by_hand(scores, mask):
     return torch.where(totals > 0, exps / totals.clamp(min=1e-30), torch.zeros_like(exps))
 
 
-@pytest.mark.parametrize("solution", [ms_right, ms_right_finite_fill, ms_right_by_hand,
-                                      lambda s, m: attnbook.attention.masked_softmax(s, m)])
+@pytest.mark.parametrize(
+    "solution", [ms_right, ms_right_finite_fill, ms_right_by_hand, lambda s, m: attnbook.attention.masked_softmax(s, m)]
+)
 def test_masked_softmax_passes_right_solutions(solution, capsys):
     out = _passes(check_masked_softmax, solution, capsys)
     assert "masked softmax: all 5 cases passed" in out
@@ -578,18 +594,30 @@ def ms_in_place(scores, mask):
 @pytest.mark.parametrize(
     ("wrong", "fragments"),
     [
-        (lambda s, m: torch.softmax(s, dim=-1),
-         ["position 3 of row 1 is masked but got weight 0.22", "the mask was not applied", "case 1 of 5"]),
+        (
+            lambda s, m: torch.softmax(s, dim=-1),
+            ["position 3 of row 1 is masked but got weight 0.22", "the mask was not applied", "case 1 of 5"],
+        ),
         (lambda s, m: ms_right(s, ~m), ["is masked but got weight", "True means *may attend*"]),
         (lambda s, m: torch.softmax(s * m, dim=-1), ["is masked but got weight", "exp(0) still gets weight"]),
         (lambda s, m: torch.softmax(s, dim=-1) * m, ["values differ", "rows that no longer sum to 1"]),
-        (lambda s, m: torch.nan_to_num(torch.softmax(s.masked_fill(~m, float("-inf")), dim=0)),
-         ["the softmax ran over dim=0", "last dimension (dim=-1)"]),
-        (lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1),
-         ["weights contains NaN at index (1, 0)", "row 1 has no position it may attend", "torch.nan_to_num",
-          "case 4 of 5"]),
-        (lambda s, m: torch.softmax(s.masked_fill(~m, -1e9), dim=-1),
-         ["row 1 is fully masked but its weights sum to 1; they must all be 0", "case 4 of 5"]),
+        (
+            lambda s, m: torch.nan_to_num(torch.softmax(s.masked_fill(~m, float("-inf")), dim=0)),
+            ["the softmax ran over dim=0", "last dimension (dim=-1)"],
+        ),
+        (
+            lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1),
+            [
+                "weights contains NaN at index (1, 0)",
+                "row 1 has no position it may attend",
+                "torch.nan_to_num",
+                "case 4 of 5",
+            ],
+        ),
+        (
+            lambda s, m: torch.softmax(s.masked_fill(~m, -1e9), dim=-1),
+            ["row 1 is fully masked but its weights sum to 1; they must all be 0", "case 4 of 5"],
+        ),
         (ms_naive_exp, ["contains NaN", "exp(1000) overflows", "subtract each row's maximum", "case 5 of 5"]),
         (ms_in_place, ["changed its input `scores` in place"]),
         (lambda s, m: m, ["dtype torch.bool but expected torch.float32", "must be floats"]),
@@ -604,8 +632,14 @@ def test_masked_softmax_broadcast_mask_shape_mistake(capsys):
     def mask_shaped(scores, mask):
         return ms_right(scores, mask) if mask.shape == scores.shape else mask.float()
 
-    _fails(check_masked_softmax, mask_shaped, capsys,
-           "shape (3, 1, 6) but expected (3, 4, 6)", "the mask only broadcasts", "case 2 of 5")
+    _fails(
+        check_masked_softmax,
+        mask_shaped,
+        capsys,
+        "shape (3, 1, 6) but expected (3, 4, 6)",
+        "the mask only broadcasts",
+        "case 2 of 5",
+    )
 
 
 # ============================================================ check_additive_attention
@@ -703,16 +737,38 @@ def test_additive_attention_context_from_raw_scores_without_mask(capsys):
 
 
 def test_additive_attention_output_form_mistakes(capsys):
-    _fails(check_additive_attention, lambda *a: aa_right(*a)[0], capsys,
-           "returned only a tensor of shape (3, 6) (the context?)")
-    _fails(check_additive_attention, lambda *a: aa_right(*a)[1], capsys,
-           "returned only a tensor of shape (3, 5) (the weights?)")
-    _fails(check_additive_attention, lambda *a: (aa_right(*a)[0].unsqueeze(1), aa_right(*a)[1]), capsys,
-           "context has shape (3, 1, 6)", ".squeeze(1)")
-    _fails(check_additive_attention, lambda *a: (aa_right(*a)[0], aa_right(*a)[1].unsqueeze(-1)), capsys,
-           "weights has shape (3, 5, 1)", ".squeeze(-1)")
-    _fails(check_additive_attention, lambda *a: aa_right(*a) + (None,), capsys,
-           "a tuple of 3 items but expected 2 (context, weights)")
+    _fails(
+        check_additive_attention,
+        lambda *a: aa_right(*a)[0],
+        capsys,
+        "returned only a tensor of shape (3, 6) (the context?)",
+    )
+    _fails(
+        check_additive_attention,
+        lambda *a: aa_right(*a)[1],
+        capsys,
+        "returned only a tensor of shape (3, 5) (the weights?)",
+    )
+    _fails(
+        check_additive_attention,
+        lambda *a: (aa_right(*a)[0].unsqueeze(1), aa_right(*a)[1]),
+        capsys,
+        "context has shape (3, 1, 6)",
+        ".squeeze(1)",
+    )
+    _fails(
+        check_additive_attention,
+        lambda *a: (aa_right(*a)[0], aa_right(*a)[1].unsqueeze(-1)),
+        capsys,
+        "weights has shape (3, 5, 1)",
+        ".squeeze(-1)",
+    )
+    _fails(
+        check_additive_attention,
+        lambda *a: aa_right(*a) + (None,),
+        capsys,
+        "a tuple of 3 items but expected 2 (context, weights)",
+    )
 
 
 def test_additive_attention_mask_none_crash(capsys):
@@ -721,8 +777,15 @@ def test_additive_attention_mask_none_crash(capsys):
         weights = torch.nan_to_num(torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1))
         return (weights.unsqueeze(1) @ keys).squeeze(1), weights
 
-    _fails(check_additive_attention, crashes_on_none, capsys,
-           "raised TypeError", "mask may be None", "if mask is not None", "case 2 of 5")
+    _fails(
+        check_additive_attention,
+        crashes_on_none,
+        capsys,
+        "raised TypeError",
+        "mask may be None",
+        "if mask is not None",
+        "case 2 of 5",
+    )
 
 
 def test_additive_attention_finite_fill_without_zeroing(capsys):
@@ -733,8 +796,7 @@ def test_additive_attention_finite_fill_without_zeroing(capsys):
         weights = torch.softmax(scores, dim=-1)
         return (weights.unsqueeze(1) @ keys).squeeze(1), weights
 
-    _fails(check_additive_attention, finite, capsys,
-           "row 1 is fully masked but its weights sum to 1", "case 5 of 5")
+    _fails(check_additive_attention, finite, capsys, "row 1 is fully masked but its weights sum to 1", "case 5 of 5")
 
 
 def test_additive_attention_does_not_change_the_inputs(capsys):
@@ -763,8 +825,9 @@ def lg_right_keys_first(h_t, h_s, W_a):
 
 
 def lg_right_loops(h_t, h_s, W_a):
-    return torch.stack([torch.stack([h_t[b] @ W_a @ h_s[b, j] for j in range(h_s.shape[1])])
-                        for b in range(h_t.shape[0])])
+    return torch.stack(
+        [torch.stack([h_t[b] @ W_a @ h_s[b, j] for j in range(h_s.shape[1])]) for b in range(h_t.shape[0])]
+    )
 
 
 def lg_right_with_module(h_t, h_s, W_a):
@@ -774,8 +837,9 @@ def lg_right_with_module(h_t, h_s, W_a):
         return scorer(h_t.unsqueeze(1), scorer.project_keys(h_s)).squeeze(1)  # (B, 1, L) -> (B, L)
 
 
-@pytest.mark.parametrize("solution", [lg_right, lg_right_matmul, lg_right_keys_first, lg_right_loops,
-                                      lg_right_with_module])
+@pytest.mark.parametrize(
+    "solution", [lg_right, lg_right_matmul, lg_right_keys_first, lg_right_loops, lg_right_with_module]
+)
 def test_luong_general_score_passes_right_solutions(solution, capsys):
     out = _passes(check_luong_general_score, solution, capsys)
     assert "Luong general score: all 5 cases passed (B, L, d all different; a non-symmetric W_a; a batch of one)" in out
@@ -784,29 +848,45 @@ def test_luong_general_score_passes_right_solutions(solution, capsys):
 @pytest.mark.parametrize(
     ("wrong", "fragments"),
     [
-        (lambda h, s, W: torch.einsum("bd,ed,ble->bl", h, W, s),
-         ["the output values differ", "W_a is used transposed", "h_tᵀ W_aᵀ h̄_j", "case 1 of 5"]),
+        (
+            lambda h, s, W: torch.einsum("bd,ed,ble->bl", h, W, s),
+            ["the output values differ", "W_a is used transposed", "h_tᵀ W_aᵀ h̄_j", "case 1 of 5"],
+        ),
         (lambda h, s, W: (s @ W @ h.unsqueeze(-1)).squeeze(-1), ["W_a is used transposed"]),
         (lambda h, s, W: torch.einsum("bd,bld->bl", h, s), ["W_a is missing", "the *dot* score"]),
-        (lambda h, s, W: torch.softmax(lg_right(h, s, W), dim=-1),
-         ["these are softmax weights, not scores", "leave the softmax out"]),
-        (lambda h, s, W: ((h @ W).unsqueeze(1) * s).sum(1),
-         ["the output has shape (3, 4) but expected (3, 5)", "the sum ran over the L=5 positions"]),
-        (lambda h, s, W: (h @ W).unsqueeze(1) * s,
-         ["shape (3, 5, 4) but expected (3, 5)", "a sum over the d features"]),
+        (
+            lambda h, s, W: torch.softmax(lg_right(h, s, W), dim=-1),
+            ["these are softmax weights, not scores", "leave the softmax out"],
+        ),
+        (
+            lambda h, s, W: ((h @ W).unsqueeze(1) * s).sum(1),
+            ["the output has shape (3, 4) but expected (3, 5)", "the sum ran over the L=5 positions"],
+        ),
+        (
+            lambda h, s, W: (h @ W).unsqueeze(1) * s,
+            ["shape (3, 5, 4) but expected (3, 5)", "a sum over the d features"],
+        ),
         (lambda h, s, W: lg_right(h, s, W).unsqueeze(-1), ["shape (3, 5, 1)", ".squeeze(-1)"]),
         (lambda h, s, W: lg_right(h, s, W).unsqueeze(1), ["shape (3, 1, 5)", ".squeeze(1)"]),
-        (lambda h, s, W: torch.einsum("bd,de,cle->bl", h, W, s),
-         ["the scores were summed over the batch", "'bd,de,ble->bl'"]),
-        (lambda h, s, W: h @ W @ s.transpose(1, 2),
-         ["shape (3, 3, 5) but expected (3, 5)", "every row's h_t was scored against every row's annotations",
-          ".unsqueeze(1)"]),
-        (lambda h, s, W: lg_right(h, s.roll(1, dims=0), W),
-         ["row 0 was scored against the annotations of row 2"]),
+        (
+            lambda h, s, W: torch.einsum("bd,de,cle->bl", h, W, s),
+            ["the scores were summed over the batch", "'bd,de,ble->bl'"],
+        ),
+        (
+            lambda h, s, W: h @ W @ s.transpose(1, 2),
+            [
+                "shape (3, 3, 5) but expected (3, 5)",
+                "every row's h_t was scored against every row's annotations",
+                ".unsqueeze(1)",
+            ],
+        ),
+        (lambda h, s, W: lg_right(h, s.roll(1, dims=0), W), ["row 0 was scored against the annotations of row 2"]),
         (lambda h, s, W: lg_right(h, s, W) / h.shape[1] ** 0.5, ["divided by √d = √4", "no scaling"]),
         (lambda h, s, W: h @ W @ s, ["raised RuntimeError", "check the shapes", ".unsqueeze(1)"]),
-        (lambda h, s, W: (lg_right(h, s, W), torch.softmax(lg_right(h, s, W), -1)),
-         ["returned a tuple of 2 tensors", "return only the scores"]),
+        (
+            lambda h, s, W: (lg_right(h, s, W), torch.softmax(lg_right(h, s, W), -1)),
+            ["returned a tuple of 2 tensors", "return only the scores"],
+        ),
         (lambda h, s, W: lg_right(h, s, W).T, ["shape (5, 3) but expected (3, 5)", "put the batch first"]),
         (lambda h, s, W: lg_right(h, s, W).long(), ["dtype torch.int64 but expected torch.float32"]),
     ],
@@ -821,8 +901,13 @@ def test_luong_general_score_catches_mixing_rows_only_where_the_batch_has_severa
     def first_row_only(h_t, h_s, W_a):
         return lg_right(h_t, h_s[:1].expand_as(h_s), W_a)
 
-    _fails(check_luong_general_score, first_row_only, capsys, "row 1 was scored against the annotations of row 0",
-           "case 1 of 5")
+    _fails(
+        check_luong_general_score,
+        first_row_only,
+        capsys,
+        "row 1 was scored against the annotations of row 0",
+        "case 1 of 5",
+    )
 
 
 def test_luong_general_score_does_not_change_the_inputs(capsys):
@@ -860,8 +945,15 @@ def test_checkers_never_raise_whatever_fn_does(checker, capsys):
         def __repr__(self):
             raise RuntimeError("no printing me")
 
-    for fn in [exits, returns_a_generator, lambda *a: Strange(), lambda *a: (1, 2, 3), lambda *a: float("nan"),
-               lambda: 0, lambda *a: print("hello") or 7]:
+    for fn in [
+        exits,
+        returns_a_generator,
+        lambda *a: Strange(),
+        lambda *a: (1, 2, 3),
+        lambda *a: float("nan"),
+        lambda: 0,
+        lambda *a: print("hello") or 7,
+    ]:
         assert checker(fn) is False
         out = capsys.readouterr().out
         assert out.count("✗") == 1, out
@@ -887,8 +979,9 @@ def test_checkers_have_learner_docstrings(checker):
 
 def _window(position, length, D, sigma_factor=0.5, cut=lambda distance, D: distance <= D):
     sigma = D * sigma_factor
-    return [math.exp(-(s - position) ** 2 / (2 * sigma**2)) if cut(abs(s - position), D) else 0.0
-            for s in range(length)]
+    return [
+        math.exp(-((s - position) ** 2) / (2 * sigma**2)) if cut(abs(s - position), D) else 0.0 for s in range(length)
+    ]
 
 
 def test_local_p_window_accepts_lists_and_tensors(capsys):
@@ -897,14 +990,17 @@ def test_local_p_window_accepts_lists_and_tensors(capsys):
     assert "✓ local-p window" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("wrong, message", [
-    (lambda p, n, D: _window(p, n, D, sigma_factor=1.0), "sigma is D; Luong et al. use sigma = D / 2"),
-    (lambda p, n, D: _window(p, n, D, cut=lambda distance, D: True), "must get exactly 0"),
-    (lambda p, n, D: _window(p, n, D, cut=lambda distance, D: distance < D), "(not < D)"),
-    (lambda p, n, D: _window(p, n - 1, D), "the factors"),
-    (lambda p, n, D: None, "returned None"),
-    (lambda p, n, D: 1 / 0, "raised ZeroDivisionError"),
-])
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda p, n, D: _window(p, n, D, sigma_factor=1.0), "sigma is D; Luong et al. use sigma = D / 2"),
+        (lambda p, n, D: _window(p, n, D, cut=lambda distance, D: True), "must get exactly 0"),
+        (lambda p, n, D: _window(p, n, D, cut=lambda distance, D: distance < D), "(not < D)"),
+        (lambda p, n, D: _window(p, n - 1, D), "the factors"),
+        (lambda p, n, D: None, "returned None"),
+        (lambda p, n, D: 1 / 0, "raised ZeroDivisionError"),
+    ],
+)
 def test_local_p_window_explains_typical_mistakes(wrong, message, capsys):
     assert check_local_p_window(wrong) is False
     out = capsys.readouterr().out

@@ -3,9 +3,10 @@
 import pytest
 import torch
 
-from attnbook import data
+from attnbook import data, tasks
 from attnbook.experiments import context_vectors, evaluate_by_length, length_experiment
 from attnbook.rnn import Seq2Seq
+from attnbook.transformer import Transformer
 
 
 def tiny_model(src_vocab_size, tgt_vocab_size):
@@ -13,8 +14,9 @@ def tiny_model(src_vocab_size, tgt_vocab_size):
 
 
 def test_length_experiment_reports_every_test_length():
-    result = length_experiment(tiny_model, min_length=2, max_length=6, n_train=200, n_test=120, epochs=1,
-                               batch_size=32, alphabet="abcd")
+    result = length_experiment(
+        tiny_model, min_length=2, max_length=6, n_train=200, n_test=120, epochs=1, batch_size=32, alphabet="abcd"
+    )
     lengths = sorted({len(e.source) for e in result.test_examples})
     assert list(result.by_length) == lengths
     assert set(lengths) <= set(range(2, 7))
@@ -42,7 +44,7 @@ def test_reverse_source_feeds_reversed_strings_with_unchanged_targets():
 
 def test_evaluate_by_length_counts_a_perfect_model_as_perfect():
     """A scripted 'model' that reverses its source must score 1.0 at every length."""
-    examples = data.reversal_task(30, 2, 5, seed=1, alphabet="abc")
+    examples = tasks.reversal_task(30, 2, 5, seed=1, alphabet="abc")
     src_vocab, tgt_vocab = data.build_vocabs(examples)
 
     class Reverser(torch.nn.Module):
@@ -57,7 +59,11 @@ def test_evaluate_by_length_counts_a_perfect_model_as_perfect():
             logits = torch.full((src.size(0), len(tgt_vocab)), -1e9)
             for row in range(src.size(0)):
                 position = int(lengths[row]) - 1 - t
-                token = tgt_vocab.eos_id if position < 0 else tgt_vocab.encode(src_vocab.decode([int(src[row, position])]))[0]
+                token = (
+                    tgt_vocab.eos_id
+                    if position < 0
+                    else tgt_vocab.encode(src_vocab.decode([int(src[row, position])]))[0]
+                )
                 logits[row, token] = 0.0
             return logits, {**state, "t": t + 1}, None
 
@@ -72,7 +78,7 @@ def test_unknown_task_is_named():
 
 
 def test_context_vectors_match_the_encoder_and_ignore_batch_composition():
-    examples = data.date_task(20, seed=0)
+    examples = tasks.date_task(20, seed=0)
     src_vocab, tgt_vocab = data.build_vocabs(examples)
     torch.manual_seed(0)
     model = Seq2Seq.build(len(src_vocab), len(tgt_vocab), embed_dim=8, hidden_size=12, bidirectional=True)
@@ -81,11 +87,17 @@ def test_context_vectors_match_the_encoder_and_ignore_batch_composition():
     one_by_one = torch.cat([context_vectors(model, [text], src_vocab) for text in texts])
     assert together.shape == (20, 24)
     assert torch.allclose(together, one_by_one, atol=1e-6)
+    assert model.training  # the mode it had before
 
 
-def test_context_vectors_need_an_encoder():
+def test_context_vectors_need_an_encoder_with_one_final_state():
     with pytest.raises(TypeError, match="has no encode"):
         context_vectors(torch.nn.Linear(2, 2), ["ab"], data.Vocab("ab"))
+    vocab = data.Vocab("ab")
+    transformer = Transformer(len(vocab), 5, d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=8)
+    with pytest.raises(TypeError, match="Transformer.encode returns TransformerEncoded, not an Encoded"):
+        context_vectors(transformer, ["ab"], vocab)
+    assert transformer.training
 
 
 def test_longest_reliable_length_stops_at_the_first_failing_length():

@@ -111,8 +111,9 @@ def test_accepts_arrays_lists_and_tensors_that_need_grad():
     expected = _data(attention_explorer("ab", "abc", weights.detach()))["weights"]
     assert _data(attention_explorer("ab", "abc", weights))["weights"] == expected
     assert _data(attention_explorer("ab", "abc", weights.detach().numpy()))["weights"] == expected
-    data = _data(attention_explorer(torch.tensor([3, 4]), [5, 6, 7], [[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]],
-                                    query=np.int64(1)))
+    data = _data(
+        attention_explorer(torch.tensor([3, 4]), [5, 6, 7], [[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]], query=np.int64(1))
+    )
     assert data["queries"] == ["3", "4"] and data["keys"] == ["5", "6", "7"] and data["query"] == 1
     assert data["weights"] == [[[[50, 50, 0], [20, 30, 50]]]]
 
@@ -136,29 +137,44 @@ def test_the_first_view_can_be_chosen():
     assert (data["query"], data["layer"], data["head"]) == (2, 1, "all")
 
 
-@pytest.mark.parametrize("weights, message", [
-    (_weights(5), r"weights must have shape \(T_q, T_k\), \(H, T_q, T_k\) or \(layers, H, T_q, T_k\), "
-                  r"got shape \(5,\)$"),
-    (_weights(1, 1, 2, 4, 5), r"got shape \(1, 1, 2, 4, 5\); for a batch, pass one example, e.g. weights\[0\]"),
-    (_weights(4, 4), r"weights have shape \(4, 4\) but there are 4 query tokens and 5 key tokens: "
-                     r"the last two dimensions must be \(4, 5\)$"),
-    (_weights(2, 5, 4), r"shape \(2, 5, 4\) .* must be \(4, 5\) \(swapped query_tokens and key_tokens\?\)"),
-    (_weights(4, 5) * 3, r"must lie in \[0, 1\], but these range from .* did you pass scores"),
-    (torch.full((4, 5), float("nan")), r"weights contain NaN or infinite values \(shape \(4, 5\)\)"),
-])
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        (
+            _weights(5),
+            r"weights must have shape \(T_q, T_k\), \(H, T_q, T_k\) or \(layers, H, T_q, T_k\), "
+            r"got shape \(5,\)$",
+        ),
+        (_weights(1, 1, 2, 4, 5), r"got shape \(1, 1, 2, 4, 5\); for a batch, pass one example, e.g. weights\[0\]"),
+        (
+            _weights(4, 4),
+            r"weights have shape \(4, 4\) but there are 4 query tokens and 5 key tokens: "
+            r"the last two dimensions must be \(4, 5\)$",
+        ),
+        (_weights(2, 5, 4), r"shape \(2, 5, 4\) .* must be \(4, 5\) \(swapped query_tokens and key_tokens\?\)"),
+        (_weights(4, 5) * 3, r"must lie in \[0, 1\], but these range from .* did you pass scores"),
+        (torch.full((4, 5), float("nan")), r"weights contain NaN or infinite values \(shape \(4, 5\)\)"),
+    ],
+)
 def test_bad_weights_get_a_clear_error(weights, message):
     with pytest.raises(ValueError, match=message):
         attention_explorer("abcd", "vwxyz", weights)
 
 
-@pytest.mark.parametrize("start, message", [
-    (dict(query=4), r"query must be an int in \[0, 3\] for weights of shape \(layers, H, T_q, T_k\) = "
-                    r"\(2, 3, 4, 5\), got 4"),
-    (dict(layer=-1), r"layer must be an int in \[0, 1\] .* got -1"),
-    (dict(head=3), r'head must be an int in \[0, 2\] or "all" .* got 3'),
-    (dict(head="every"), r"head must be .* got 'every'"),
-    (dict(query=True), r"query must be an int .* got True"),
-])
+@pytest.mark.parametrize(
+    "start, message",
+    [
+        (
+            dict(query=4),
+            r"query must be an int in \[0, 3\] for weights of shape \(layers, H, T_q, T_k\) = "
+            r"\(2, 3, 4, 5\), got 4",
+        ),
+        (dict(layer=-1), r"layer must be an int in \[0, 1\] .* got -1"),
+        (dict(head=3), r'head must be an int in \[0, 2\] or "all" .* got 3'),
+        (dict(head="every"), r"head must be .* got 'every'"),
+        (dict(query=True), r"query must be an int .* got True"),
+    ],
+)
 def test_bad_first_view_gets_a_clear_error(start, message):
     with pytest.raises(ValueError, match=message):
         attention_explorer("abcd", "vwxyz", _weights(2, 3, 4, 5), **start)

@@ -64,7 +64,7 @@ def test_mask_tokens_rejects_bad_input():
 
 def small(cls, **kwargs):
     torch.manual_seed(0)
-    return cls(40, d_model=16, num_heads=2, num_layers=2, d_ff=32, max_len=64, **kwargs).eval()
+    return cls(40, d_model=16, num_heads=2, num_layers=2, d_ff=32, max_positions=64, **kwargs).eval()
 
 
 def test_decoder_only_is_causal_and_encoder_only_is_not():
@@ -99,7 +99,7 @@ def test_cached_forward_equals_the_full_forward():
     with torch.no_grad():
         full = model(ids)
         first = model(ids[:, :6], caches)
-        steps = [model(ids[:, t:t + 1], caches) for t in range(6, 10)]
+        steps = [model(ids[:, t : t + 1], caches) for t in range(6, 10)]
     assert all(len(cache) == 10 for cache in caches)
     assert torch.allclose(first.logits, full.logits[:, :6], atol=1e-5)
     for t, step in zip(range(6, 10), steps):
@@ -112,8 +112,10 @@ def test_cached_forward_equals_the_full_forward():
 def test_generation_with_and_without_the_cache_gives_the_same_tokens(temperature, top_k):
     model = small(DecoderOnly)
     prompt = torch.tensor([[1, 5], [1, 9], [1, 12]])
-    runs = [generate(model, prompt, 30, temperature, top_k, torch.Generator().manual_seed(2), use_cache=use)
-            for use in (True, False)]
+    runs = [
+        generate(model, prompt, 30, temperature, top_k, torch.Generator().manual_seed(2), use_cache=use)
+        for use in (True, False)
+    ]
     assert runs[0].shape == (3, 32)
     assert torch.equal(runs[0], runs[1])
     assert torch.equal(runs[0][:, :2], prompt)
@@ -146,7 +148,7 @@ def test_next_token_greedy_top_k_and_temperature():
 
 def test_decoder_only_rejects_too_many_positions_and_wrong_caches():
     model = small(DecoderOnly)
-    with pytest.raises(ValueError, match="max_len=64"):
+    with pytest.raises(ValueError, match="max_positions=64"):
         model(torch.ones(1, 65, dtype=torch.long))
     with pytest.raises(ValueError, match="2 layers"):
         model(torch.ones(1, 3, dtype=torch.long), [KVCache()])
@@ -192,11 +194,11 @@ def test_running_softmax_rejects_a_bad_block_size():
 
 
 def test_peak_memory_sees_a_large_allocation_and_log_slope_finds_powers():
-    size = 64 * 2 ** 20
+    size = 64 * 2**20
     peak = cost.peak_memory(lambda: torch.ones(size // 4))
     if peak is not None:  # Linux
         assert 0.9 * size < peak < 1.5 * size
-    assert cost.log_slope([10, 20, 40, 80], [3 * n ** 2 for n in (10, 20, 40, 80)]) == pytest.approx(2.0)
+    assert cost.log_slope([10, 20, 40, 80], [3 * n**2 for n in (10, 20, 40, 80)]) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="two positive"):
         cost.log_slope([10], [1.0])
 
@@ -212,6 +214,7 @@ def fake_clock(monkeypatch, durations):
         def call():
             calls.append(name)
             clock["now"] += next(durations[name])
+
         return call
 
     return step, calls
@@ -223,8 +226,13 @@ def test_seconds_takes_the_median_after_the_warmup(monkeypatch):
 
 
 def test_compare_speeds_alternates_and_reports_median_and_spread(monkeypatch):
-    step, calls = fake_clock(monkeypatch, {"a": [9.0, 0.010, 0.012, 0.011, 0.030, 0.010],  # warm-up, 5 rounds
-                                           "b": [9.0, 0.002, 0.002, 0.003, 0.002, 0.004]})
+    step, calls = fake_clock(
+        monkeypatch,
+        {
+            "a": [9.0, 0.010, 0.012, 0.011, 0.030, 0.010],  # warm-up, 5 rounds
+            "b": [9.0, 0.002, 0.002, 0.003, 0.002, 0.004],
+        },
+    )
     result = cost.compare_speeds({"a": step("a"), "b": step("b")}, rounds=5, repeat=1)
     assert calls == ["a", "b"] + ["a", "b"] * 5  # one warm-up call each, then alternating rounds
     assert result["a"] == {"median_ms": 11.0, "low_ms": 10.0, "high_ms": 30.0, "rounds": 5}
@@ -242,8 +250,19 @@ def package_masking(ids, maskable, mask_id, replacement_ids):
     return masked.inputs, masked.targets
 
 
-def bernoulli_masking(ids, maskable, mask_id, replacement_ids, mask_share=0.8, random_share=0.1, rate=0.15,
-                      targets_everywhere=False, targets_only_masked=False, any_id=False, choose_all=False):
+def bernoulli_masking(
+    ids,
+    maskable,
+    mask_id,
+    replacement_ids,
+    mask_share=0.8,
+    random_share=0.1,
+    rate=0.15,
+    targets_everywhere=False,
+    targets_only_masked=False,
+    any_id=False,
+    choose_all=False,
+):
     """A correct solution written another way (each position chosen with probability 0.15), or a typical mistake."""
     chosen = (torch.rand(ids.shape) < rate) & (maskable | choose_all)
     u = torch.rand(ids.shape)
@@ -265,15 +284,18 @@ def test_check_mask_tokens_accepts_correct_solutions(capsys):
     checker_passes(check_mask_tokens, lambda *a: tuple(x.numpy() for x in bernoulli_masking(*a)), capsys)
 
 
-@pytest.mark.parametrize("options, fragment", [
-    (dict(mask_share=1.0), "hint: draw one uniform number"),
-    (dict(mask_share=0.8, random_share=0.2), "expected about 80 %, 10 % and 10 %"),
-    (dict(rate=0.3), "of the maskable positions were chosen; expected 15 %"),
-    (dict(targets_everywhere=True), "not maskable"),
-    (dict(targets_only_masked=True), "the positions given a random id have none"),
-    (dict(any_id=True), "not in replacement_ids"),
-    (dict(choose_all=True), "not maskable"),
-])
+@pytest.mark.parametrize(
+    "options, fragment",
+    [
+        (dict(mask_share=1.0), "hint: draw one uniform number"),
+        (dict(mask_share=0.8, random_share=0.2), "expected about 80 %, 10 % and 10 %"),
+        (dict(rate=0.3), "of the maskable positions were chosen; expected 15 %"),
+        (dict(targets_everywhere=True), "not maskable"),
+        (dict(targets_only_masked=True), "the positions given a random id have none"),
+        (dict(any_id=True), "not in replacement_ids"),
+        (dict(choose_all=True), "not maskable"),
+    ],
+)
 def test_check_mask_tokens_explains_typical_mistakes(capsys, options, fragment):
     checker_fails(check_mask_tokens, lambda *a: bernoulli_masking(*a, **options), capsys, fragment)
 
@@ -311,8 +333,8 @@ def no_maximum(q, k, v, block_size):
     np.seterr(over="ignore", invalid="ignore")  # restored after the test by the fixture below
     total, acc = 0.0, 0.0
     for start in range(0, len(k), block_size):
-        p = np.exp(q @ k[start:start + block_size].T / np.sqrt(q.shape[1]))
-        total, acc = total + p.sum(axis=1, keepdims=True), acc + p @ v[start:start + block_size]
+        p = np.exp(q @ k[start : start + block_size].T / np.sqrt(q.shape[1]))
+        total, acc = total + p.sum(axis=1, keepdims=True), acc + p @ v[start : start + block_size]
     return acc / total
 
 
@@ -328,16 +350,27 @@ def last_block_only(q, k, v, block_size):
     return numpy_attention.scaled_dot_product_attention(q, k[start:], v[start:])[0]
 
 
-@pytest.mark.parametrize("fn, fragment", [
-    (no_maximum, "exp overflowed"),
-    (lambda q, k, v, b: __import__("attnbook.exercises.beyond", fromlist=["_"])._blockwise(q, k, v, b, "acc not rescaled"),
-     "multiply acc by exp(m - m')"),
-    (lambda q, k, v, b: __import__("attnbook.exercises.beyond", fromlist=["_"])._blockwise(q, k, v, b, "not divided"),
-     "divide the weighted sum of values by l"),
-    (last_block_only, "attention to the last block only"),
-    (lambda q, k, v, b: numpy_attention.scaled_dot_product_attention(q * np.sqrt(q.shape[1]), k, v)[0], "√d_k"),
-    (lambda q, k, v, b: None, "returned None"),
-    (lambda q, k, v, b: q, "shape"),
-])
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (no_maximum, "exp overflowed"),
+        (
+            lambda q, k, v, b: __import__("attnbook.exercises.beyond", fromlist=["_"])._blockwise(
+                q, k, v, b, "acc not rescaled"
+            ),
+            "multiply acc by exp(m - m')",
+        ),
+        (
+            lambda q, k, v, b: __import__("attnbook.exercises.beyond", fromlist=["_"])._blockwise(
+                q, k, v, b, "not divided"
+            ),
+            "divide the weighted sum of values by l",
+        ),
+        (last_block_only, "attention to the last block only"),
+        (lambda q, k, v, b: numpy_attention.scaled_dot_product_attention(q * np.sqrt(q.shape[1]), k, v)[0], "√d_k"),
+        (lambda q, k, v, b: None, "returned None"),
+        (lambda q, k, v, b: q, "shape"),
+    ],
+)
 def test_check_running_softmax_explains_typical_mistakes(capsys, fn, fragment):
     checker_fails(check_running_softmax, fn, capsys, fragment)

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from attnbook.attention import LocalPAttention, local_p_window
+from attnbook.exercises import check_luong_step
 from attnbook.luong import InputFeedingDecoder, LuongDecoder, LuongOutput, LuongSeq2Seq, LuongState
 from attnbook.rnn import Encoder
-from attnbook.exercises import check_luong_step
 from conftest import checker_fails, checker_passes, padded_batch, tiny
 
 
@@ -118,16 +118,22 @@ def test_build_sizes():
 def test_errors():
     with pytest.raises(ValueError, match="hidden_size=15 must be even with a bidirectional encoder"):
         LuongSeq2Seq.build(20, 15, hidden_size=15)
-    with pytest.raises(ValueError, match=r"score='dot' compares the query with each key directly, so it needs "
-                                         r"query_dim == key_dim, got query_dim=16 and key_dim=32"):
+    with pytest.raises(
+        ValueError,
+        match=r"score='dot' compares the query with each key directly, so it needs "
+        r"query_dim == key_dim, got query_dim=16 and key_dim=32",
+    ):
         LuongSeq2Seq.build(20, 15, hidden_size=16, score="dot", encoder_hidden_size=16)
     with pytest.raises(ValueError, match=r"unknown score 'additive'; choose one of 'dot', 'general', 'concat'"):
         LuongDecoder(11, 8, 16, 16, score="additive")
     with pytest.raises(ValueError, match="D must be a positive int, got 0"):
         LuongDecoder(11, 8, 16, 16, local_window=0)
     encoder = Encoder(12, 8, 16, bidirectional=True)
-    with pytest.raises(ValueError, match=r"decoder expects encoder outputs of size encoder_size=16 but the encoder "
-                                         r"gives 32 \(bidirectional, hidden_size=16\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"decoder expects encoder outputs of size encoder_size=16 but the encoder "
+        r"gives 32 \(bidirectional, hidden_size=16\)",
+    ):
         LuongSeq2Seq(encoder, InputFeedingDecoder(11, 8, 16, encoder_size=16))
     model = tiny("luong-general-feed-global")
     src, tgt_in = padded_batch()
@@ -154,7 +160,7 @@ def _step_by_matmul(embedded, hidden, attentional, annotations, mask, cell, W_a,
     scores = (annotations @ (W_a.T @ h.unsqueeze(-1))).squeeze(-1)  # (B, S)
     w = torch.softmax(scores.masked_fill(~mask, -1e9), dim=1)
     c = (w.unsqueeze(1) @ annotations).squeeze(1)
-    a = torch.tanh(W_c[:, : c.size(1)] @ c.T + W_c[:, c.size(1):] @ h.T).T  # W_c split into its two halves
+    a = torch.tanh(W_c[:, : c.size(1)] @ c.T + W_c[:, c.size(1) :] @ h.T).T  # W_c split into its two halves
     return (W_s @ a.T).T, h, a, w
 
 
@@ -175,6 +181,7 @@ def _step_with(**mistake):
         a = pair @ W_c.T if mistake.get("no_tanh") else torch.tanh(pair @ W_c.T)
         logits = (h if mistake.get("logits_from_h") else a) @ W_s.T
         return (logits, a, h, w) if mistake.get("order") else (logits, h, a, w)
+
     return step
 
 
@@ -183,32 +190,43 @@ def _no_input_feeding(embedded, hidden, attentional, annotations, mask, cell, W_
     return _step_by_einsum(embedded, h, attentional, annotations, mask, cell, W_a, W_c, W_s)
 
 
-@pytest.mark.parametrize(("wrong", "fragment"), [
-    (_step_with(old_query=True), "the query is the *new* state h_t"),
-    (_step_with(transposed=True), "W_a is used transposed"),
-    (_step_with(unmasked=True), "the padded source positions got weight"),
-    (_step_with(swapped=True), "the context first"),
-    (_step_with(no_tanh=True), "the tanh is missing"),
-    (_step_with(logits_from_h=True), "the logits come from the attentional state"),
-    (_step_with(order=True), "in this order: h_t, then h̃_t"),
-    (_no_input_feeding, "with input feeding, concatenate the embedding and the previous attentional state"),
-])
+@pytest.mark.parametrize(
+    ("wrong", "fragment"),
+    [
+        (_step_with(old_query=True), "the query is the *new* state h_t"),
+        (_step_with(transposed=True), "W_a is used transposed"),
+        (_step_with(unmasked=True), "the padded source positions got weight"),
+        (_step_with(swapped=True), "the context first"),
+        (_step_with(no_tanh=True), "the tanh is missing"),
+        (_step_with(logits_from_h=True), "the logits come from the attentional state"),
+        (_step_with(order=True), "in this order: h_t, then h̃_t"),
+        (_no_input_feeding, "with input feeding, concatenate the embedding and the previous attentional state"),
+    ],
+)
 def test_luong_step_checker_explains_typical_mistakes(wrong, fragment, capsys):
     checker_fails(check_luong_step, wrong, capsys, fragment)
 
 
-@pytest.mark.parametrize("as_returned", [
-    lambda factors: factors,  # a list of floats
-    lambda factors: [torch.tensor(f) for f in factors],  # 0-d tensors
-    lambda factors: [np.float32(f) for f in factors],  # NumPy scalars
-    lambda factors: np.array(factors),  # a NumPy array
-    lambda factors: torch.tensor(factors),  # a tensor
-])
+@pytest.mark.parametrize(
+    "as_returned",
+    [
+        lambda factors: factors,  # a list of floats
+        lambda factors: [torch.tensor(f) for f in factors],  # 0-d tensors
+        lambda factors: [np.float32(f) for f in factors],  # NumPy scalars
+        lambda factors: np.array(factors),  # a NumPy array
+        lambda factors: torch.tensor(factors),  # a tensor
+    ],
+)
 def test_local_p_window_checker_accepts_every_form_the_exercise_allows(as_returned, capsys):
     from attnbook.exercises import check_local_p_window
 
     def window(position, length, D):
         sigma = D / 2
-        return as_returned([math.exp(-(s - position) ** 2 / (2 * sigma**2)) if abs(s - position) <= D else 0.0
-                            for s in range(length)])
+        return as_returned(
+            [
+                math.exp(-((s - position) ** 2) / (2 * sigma**2)) if abs(s - position) <= D else 0.0
+                for s in range(length)
+            ]
+        )
+
     checker_passes(check_local_p_window, window, capsys)

@@ -35,8 +35,9 @@ def test_equals_nn_multihead_attention(kind, masking, bias):
         ours_mask = causal if ours_mask is None else ours_mask & causal
         attn_mask = ~causal  # PyTorch's boolean attn_mask: True = not allowed
     out, weights = ours(query, key, key, ours_mask)
-    torch_out, torch_weights = theirs(query, key, key, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                                      average_attn_weights=False)
+    torch_out, torch_weights = theirs(
+        query, key, key, key_padding_mask=key_padding_mask, attn_mask=attn_mask, average_attn_weights=False
+    )
     assert out.shape == (3, 5, 16) and weights.shape == (3, 4, 5, length)
     assert torch.allclose(out, torch_out, atol=1e-6)
     assert torch.allclose(weights, torch_weights, atol=1e-6)
@@ -47,7 +48,7 @@ def test_split_and_merge_heads_move_features_not_positions():
     heads = split_heads(x, 2)  # (B, H, T, d_head)
     assert heads.shape == (2, 2, 3, 4)
     for h in range(2):
-        assert torch.equal(heads[:, h], x[..., 4 * h: 4 * (h + 1)])  # head h: a block of features, every position
+        assert torch.equal(heads[:, h], x[..., 4 * h : 4 * (h + 1)])  # head h: a block of features, every position
     assert torch.equal(merge_heads(heads), x)
     wrong = x.reshape(2, 2, 3, 4)  # the classic bug: no transpose
     assert not torch.equal(wrong, heads) and torch.equal(wrong[0, 0, 1], x[0, 0, 4:])  # position 0 leaks into row 1
@@ -85,8 +86,11 @@ def test_errors():
     with pytest.raises(ValueError, match="from_torch needs an nn.MultiheadAttention with batch_first=True"):
         MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2))
     layer = MultiHeadAttention(8, 2)
-    with pytest.raises(ValueError, match=r"query has d_model=6 \(shape \(2, 3, 6\)\) but MultiHeadAttention "
-                                         r"expects d_model=8"):
+    with pytest.raises(
+        ValueError,
+        match=r"query has d_model=6 \(shape \(2, 3, 6\)\) but MultiHeadAttention "
+        r"expects d_model=8",
+    ):
         layer(torch.randn(2, 3, 6), torch.randn(2, 3, 8), torch.randn(2, 3, 8))
     with pytest.raises(ValueError, match=r"value has L_k=4 \(shape \(2, 4, 8\)\) but key has L_k=5"):
         layer(torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 4, 8))
@@ -94,10 +98,14 @@ def test_errors():
         layer(torch.randn(2, 3, 8), torch.randn(1, 5, 8), torch.randn(1, 5, 8))
     with pytest.raises(ValueError, match=r"mask of shape \(2, 4\): a 2-D mask is \(L_q, L_k\) with L_q=3"):
         layer(torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8), torch.ones(2, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"mask of shape \(2, 1, 1, 4\) does not broadcast to the scores of "
-                                         r"shape \(2, 2, 3, 5\)"):
-        layer(torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8),
-              torch.ones(2, 1, 1, 4, dtype=torch.bool))
+    with pytest.raises(
+        ValueError,
+        match=r"mask of shape \(2, 1, 1, 4\) does not broadcast to the scores of "
+        r"shape \(2, 2, 3, 5\)",
+    ):
+        layer(
+            torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8), torch.ones(2, 1, 1, 4, dtype=torch.bool)
+        )
 
 
 def test_a_padding_mask_is_never_read_as_a_pattern_over_queries():
@@ -106,8 +114,11 @@ def test_a_padding_mask_is_never_read_as_a_pattern_over_queries():
     layer = MultiHeadAttention(8, 2)
     x = torch.randn(3, 3, 8)  # B = L_q = L_k = 3
     real = torch.tensor([[True, True, True], [True, True, False], [True, False, False]])  # (B, L_k)
-    with pytest.raises(ValueError, match=r"mask of shape \(3, 3\) is ambiguous when B = L_q = 3.*"
-                                         r"mask\[:, None, None, :\] \(B, 1, 1, L_k\) for padding"):
+    with pytest.raises(
+        ValueError,
+        match=r"mask of shape \(3, 3\) is ambiguous when B = L_q = 3.*"
+        r"mask\[:, None, None, :\] \(B, 1, 1, L_k\) for padding",
+    ):
         layer(x, x, x, real)
     with pytest.raises(ValueError, match=r"mask must be 2-D \(L_q, L_k\) or 4-D .* got shape \(3, 1, 3\)"):
         layer(x, x, x, real[:, None, :])
@@ -120,8 +131,13 @@ def test_a_padding_mask_is_never_read_as_a_pattern_over_queries():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 3), st.integers(1, 6), st.sampled_from([(8, 1), (8, 2), (12, 3), (16, 4)]),
-       st.permutations(range(6)), st.integers(0, 2**31 - 1))
+@given(
+    st.integers(1, 3),
+    st.integers(1, 6),
+    st.sampled_from([(8, 1), (8, 2), (12, 3), (16, 4)]),
+    st.permutations(range(6)),
+    st.integers(0, 2**31 - 1),
+)
 def test_multi_head_properties(batch, length, sizes, order, seed):
     """Self-attention permutes with its input; causal outputs ignore later inputs; weights are a distribution."""
     d_model, num_heads = sizes
@@ -148,33 +164,55 @@ def test_multi_head_properties(batch, length, sizes, order, seed):
 # ================================================================ the checkers
 
 
-@pytest.mark.parametrize("solution", [
-    split_heads,
-    lambda x, h: x.view(x.size(0), x.size(1), h, -1).permute(0, 2, 1, 3),
-    lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1),
-    lambda x, h: x.unflatten(-1, (h, -1)).transpose(1, 2),
-])
+@pytest.mark.parametrize(
+    "solution",
+    [
+        split_heads,
+        lambda x, h: x.view(x.size(0), x.size(1), h, -1).permute(0, 2, 1, 3),
+        lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1),
+        lambda x, h: x.unflatten(-1, (h, -1)).transpose(1, 2),
+    ],
+)
 def test_split_heads_checker_passes_right_solutions(solution, capsys):
     checker_passes(check_split_heads, solution, capsys)
 
 
-@pytest.mark.parametrize(("wrong", "fragments"), [
-    (lambda x, h: x.reshape(x.size(0), h, x.size(1), -1), ["a reshape straight to (B, H, T, d_head) mixes positions"]),
-    (lambda x, h: x.view(x.size(0), x.size(1), h, -1), ["that is (B, T, H, d_head): transpose(1, 2)"]),
-    (lambda x, h: x.view(x.size(0), x.size(1), -1, h).permute(0, 3, 1, 2), ["head i got every H-th feature"]),
-    (lambda x, h: x.view(x.size(0), x.size(1), h, -1).transpose(1, 3).transpose(2, 3), ["the axes are in the wrong order"]),
-    (lambda x, h: x, ["has shape (2, 3, 8) but expected (2, 2, 3, 4)"]),
-])
+@pytest.mark.parametrize(
+    ("wrong", "fragments"),
+    [
+        (
+            lambda x, h: x.reshape(x.size(0), h, x.size(1), -1),
+            ["a reshape straight to (B, H, T, d_head) mixes positions"],
+        ),
+        (lambda x, h: x.view(x.size(0), x.size(1), h, -1), ["that is (B, T, H, d_head): transpose(1, 2)"]),
+        (lambda x, h: x.view(x.size(0), x.size(1), -1, h).permute(0, 3, 1, 2), ["head i got every H-th feature"]),
+        (
+            lambda x, h: x.view(x.size(0), x.size(1), h, -1).transpose(1, 3).transpose(2, 3),
+            ["the axes are in the wrong order"],
+        ),
+        (lambda x, h: x, ["has shape (2, 3, 8) but expected (2, 2, 3, 4)"]),
+    ],
+)
 def test_split_heads_checker_explains_typical_mistakes(wrong, fragments, capsys):
     checker_fails(check_split_heads, wrong, capsys, *fragments)
 
 
-@pytest.mark.parametrize("solution", [merge_heads, lambda x: torch.cat(x.unbind(1), dim=-1),
-                                      lambda x: x.transpose(1, 2).contiguous().view(x.size(0), x.size(2), -1)])
+@pytest.mark.parametrize(
+    "solution",
+    [
+        merge_heads,
+        lambda x: torch.cat(x.unbind(1), dim=-1),
+        lambda x: x.transpose(1, 2).contiguous().view(x.size(0), x.size(2), -1),
+    ],
+)
 def test_merge_heads_checker_passes_right_solutions(solution, capsys):
     checker_passes(check_merge_heads, solution, capsys)
 
 
 def test_merge_heads_checker_explains_the_missing_transpose(capsys):
-    checker_fails(check_merge_heads, lambda x: x.reshape(x.size(0), x.size(2), -1), capsys,
-                  "a reshape straight from (B, H, T, d_head) to (B, T, d_model) mixes heads and positions")
+    checker_fails(
+        check_merge_heads,
+        lambda x: x.reshape(x.size(0), x.size(2), -1),
+        capsys,
+        "a reshape straight from (B, H, T, d_head) to (B, T, d_model) mixes heads and positions",
+    )

@@ -11,8 +11,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnbook.attention import (AdditiveAttention, LuongAttention, SelfAttention, masked_softmax,
-                                scaled_dot_product_attention)
+from attnbook.attention import (
+    AdditiveAttention,
+    LuongAttention,
+    SelfAttention,
+    masked_softmax,
+    scaled_dot_product_attention,
+)
 
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -31,18 +36,28 @@ def attention_inputs(draw):
     """Sizes, a seeded generator, a mask with some rows fully masked, and a permutation of the keys."""
     batch, length = draw(st.integers(1, 4)), draw(st.integers(1, 7))
     d_q, d_k, d_v = draw(st.integers(1, 6)), draw(st.integers(1, 6)), draw(st.integers(1, 5))
-    mask = torch.tensor(draw(st.lists(st.lists(st.booleans(), min_size=length, max_size=length),
-                                      min_size=batch, max_size=batch)))  # (B, L)
+    mask = torch.tensor(
+        draw(st.lists(st.lists(st.booleans(), min_size=length, max_size=length), min_size=batch, max_size=batch))
+    )  # (B, L)
     permutation = torch.tensor(draw(st.permutations(range(length))))
     generator = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
     scale = draw(st.sampled_from([0.1, 1.0, 30.0]))  # small, ordinary and large scores
-    return dict(batch=batch, length=length, d_q=d_q, d_k=d_k, d_v=d_v, mask=mask, permutation=permutation,
-                generator=generator, scale=scale)
+    return dict(
+        batch=batch,
+        length=length,
+        d_q=d_q,
+        d_k=d_k,
+        d_v=d_v,
+        mask=mask,
+        permutation=permutation,
+        generator=generator,
+        scale=scale,
+    )
 
 
 def layers(d_q, d_k):
     """Every attention layer of the package that scores one query against keys of any order."""
-    yield "additive", AdditiveAttention(d_q, d_k, hidden_dim=3)
+    yield "additive", AdditiveAttention(d_q, d_k, attention_dim=3)
     yield "luong general", LuongAttention("general", d_q, d_k)
     yield "luong concat", LuongAttention("concat", d_q, d_k)
     yield "luong dot", LuongAttention("dot", d_k, d_k)
@@ -85,8 +100,9 @@ def test_attention_layer_properties(name, inputs):
     mask, permutation = inputs["mask"], inputs["permutation"]
     with torch.no_grad():
         output, weights = layer(query, keys, values, mask=mask)
-        permuted_output, permuted_weights = layer(query, keys[:, permutation], values[:, permutation],
-                                                  mask=mask[:, permutation])
+        permuted_output, permuted_weights = layer(
+            query, keys[:, permutation], values[:, permutation], mask=mask[:, permutation]
+        )
     check_weights(weights, mask)
     assert torch.equal(output[~mask.any(-1)], torch.zeros(int((~mask.any(-1)).sum()), inputs["d_v"]))
     assert torch.allclose(permuted_output, output, atol=1e-5)
@@ -104,8 +120,9 @@ def test_scaled_dot_product_attention_properties(inputs, heads):
     mask, permutation = inputs["mask"][:, None, None, :], inputs["permutation"]  # (B, 1, 1, L)
     out, weights = scaled_dot_product_attention(q, k, v, mask)
     check_weights(weights.flatten(1, 2), inputs["mask"])
-    permuted_out, permuted_weights = scaled_dot_product_attention(q, k[..., permutation, :], v[..., permutation, :],
-                                                                  mask[..., permutation])
+    permuted_out, permuted_weights = scaled_dot_product_attention(
+        q, k[..., permutation, :], v[..., permutation, :], mask[..., permutation]
+    )
     assert torch.allclose(permuted_out, out, atol=1e-5)
     assert torch.allclose(permuted_weights, weights[..., permutation], atol=1e-6)
 

@@ -74,9 +74,19 @@ def test_gradients_reach_every_parameter(name):
     assert missing == []
 
 
-@pytest.mark.parametrize("name", ["rnn", "bahdanau", "luong-general-feed-global", "luong-dot-nofeed-global",
-                                  "luong-concat-feed-global", "luong-general-feed-local", "transformer-pre",
-                                  "transformer-post"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "rnn",
+        "bahdanau",
+        "luong-general-feed-global",
+        "luong-dot-nofeed-global",
+        "luong-concat-feed-global",
+        "luong-general-feed-local",
+        "transformer-pre",
+        "transformer-post",
+    ],
+)
 def test_overfits_a_tiny_reversal_batch_and_every_decoder_reads_it_back(name):
     examples = reversal_examples(16, seed=3)
     vocabs = data.build_vocabs(examples)
@@ -110,7 +120,7 @@ def test_beam_of_one_is_greedy_and_wider_beams_score_at_least_as_high(name):
     assert one.tokens == greedy.tokens
     assert torch.allclose(one.scores, greedy.scores, atol=1e-5)
     if greedy.weights is not None:
-        assert torch.allclose(one.weights, greedy.weights[:, :one.weights.size(1)])
+        assert torch.allclose(one.weights, greedy.weights[:, : one.weights.size(1)])
     wide = beam_search(model, src, max_len=7, beam_size=5)
     assert (wide.scores >= greedy.scores - 1e-5).all()
 

@@ -34,7 +34,8 @@ def test_record_is_complete(name):
     assert len(record.seeds) >= 5, f"{name}: a record needs at least 5 seeds"
     assert record.settings == experiment.settings, (
         f"{name}: the record was made with {record.settings}, the experiment now says {experiment.settings}; "
-        f"re-record it: ./course experiments {name}")
+        f"re-record it: ./course experiments {name}"
+    )
     for arm in record.arms:
         assert sorted(record.data["values"][arm], key=int) == [str(seed) for seed in record.seeds]
     provenance = record.data["provenance"]
@@ -55,8 +56,10 @@ def test_record_replays(name):
     rerecord = f"the record is stale: re-record it with ./course experiments {name}"
     assert set(replayed) == set(stored), f"{name}: measures {sorted(replayed)} vs stored {sorted(stored)}; {rerecord}"
     for measure, value in replayed.items():
-        expected = stored[measure][:len(value)] if isinstance(value, list) else stored[measure]
-        assert _close(value, expected), f"{name}, {arm}, seed {seed}, {measure}: {value} vs stored {expected}; {rerecord}"
+        expected = stored[measure][: len(value)] if isinstance(value, list) else stored[measure]
+        assert _close(value, expected), (
+            f"{name}, {arm}, seed {seed}, {measure}: {value} vs stored {expected}; {rerecord}"
+        )
 
 
 def _close(value, expected) -> bool:
@@ -68,9 +71,17 @@ def _close(value, expected) -> bool:
 
 
 def test_record_reads_values_and_compares(tmp_path):
-    data = dict(name="toy", arms=["a", "b"], seeds=[0, 1, 2], settings={}, provenance=dict(date="today"),
-                values={"a": {"0": dict(em=[0.1, 0.9], n=3), "1": dict(em=[0.2, 0.8], n=3), "2": dict(em=[0.3, 0.7], n=3)},
-                        "b": {"0": dict(em=[0.1, 0.5], n=4), "1": dict(em=[0.2, 0.45], n=4), "2": dict(em=[0.3, 0.3], n=4)}})
+    data = dict(
+        name="toy",
+        arms=["a", "b"],
+        seeds=[0, 1, 2],
+        settings={},
+        provenance=dict(date="today"),
+        values={
+            "a": {"0": dict(em=[0.1, 0.9], n=3), "1": dict(em=[0.2, 0.8], n=3), "2": dict(em=[0.3, 0.7], n=3)},
+            "b": {"0": dict(em=[0.1, 0.5], n=4), "1": dict(em=[0.2, 0.45], n=4), "2": dict(em=[0.3, 0.3], n=4)},
+        },
+    )
     record = Record(json.loads(json.dumps(data)))
     assert record.values("a", "em", at=1) == [0.1, 0.2, 0.3]
     assert record.values("a", "em") == [0.9, 0.8, 0.7]  # a curve's last pass

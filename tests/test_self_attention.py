@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnbook import data, numpy_attention
+from attnbook import numpy_attention, tasks
 from attnbook.attention import SelfAttention, scaled_dot_product_attention
 from attnbook.exercises import check_scaled_dot_product_attention, check_window_average
 from conftest import checker_fails, checker_passes
@@ -15,8 +15,11 @@ from conftest import checker_fails, checker_passes
 
 def operands(*leading, l_q=5, l_k=7, d_k=8, d_v=6, seed=0):
     generator = torch.Generator().manual_seed(seed)
-    return (torch.randn(*leading, l_q, d_k, generator=generator), torch.randn(*leading, l_k, d_k, generator=generator),
-            torch.randn(*leading, l_k, d_v, generator=generator))
+    return (
+        torch.randn(*leading, l_q, d_k, generator=generator),
+        torch.randn(*leading, l_k, d_k, generator=generator),
+        torch.randn(*leading, l_k, d_v, generator=generator),
+    )
 
 
 MASKS = {  # name -> mask for scores (2, 3, 5, 7) or (2, 5, 7) (broadcast)
@@ -60,7 +63,9 @@ def test_dropout_drops_weights_but_returns_them_undropped():
 
 def test_errors():
     q, k, v = operands(2)
-    with pytest.raises(ValueError, match=r"k has d_k=32 \(shape \(2, 5, 32\)\) but q has d_k=64 \(shape \(2, 5, 64\)\)"):
+    with pytest.raises(
+        ValueError, match=r"k has d_k=32 \(shape \(2, 5, 32\)\) but q has d_k=64 \(shape \(2, 5, 64\)\)"
+    ):
         scaled_dot_product_attention(torch.randn(2, 5, 64), torch.randn(2, 5, 32), torch.randn(2, 5, 32))
     with pytest.raises(ValueError, match=r"v has L_k=5 \(shape \(2, 5, 6\)\) but k has L_k=7"):
         scaled_dot_product_attention(q, k, torch.randn(2, 5, 6))
@@ -98,8 +103,9 @@ def test_numpy_versions_equal_the_torch_ones(leading):
     mask = torch.ones(5, 7, dtype=torch.bool).tril()
     mask[1] = False  # a fully masked row
     for m in (None, mask):
-        out, weights = numpy_attention.scaled_dot_product_attention(q.numpy(), k.numpy(), v.numpy(),
-                                                                    None if m is None else m.numpy())
+        out, weights = numpy_attention.scaled_dot_product_attention(
+            q.numpy(), k.numpy(), v.numpy(), None if m is None else m.numpy()
+        )
         torch_out, torch_weights = scaled_dot_product_attention(q, k, v, m)
         np.testing.assert_allclose(out, torch_out.numpy(), atol=1e-12)
         np.testing.assert_allclose(weights, torch_weights.numpy(), atol=1e-12)
@@ -108,20 +114,20 @@ def test_numpy_versions_equal_the_torch_ones(leading):
 
 
 def test_word_tasks():
-    senses = data.sense_task(200, seed=3)
+    senses = tasks.sense_task(200, seed=3)
     assert all(len(e.source.split()) == 6 == len(e.target.split()) for e in senses)
     for example in senses:
         words, tags = example.source.split(), example.target.split()
         sense = "animal" if tags[words.index("bat")] == "A" else "sport"
-        assert all(w in data.BAT_CONTEXT[sense] for w, t in zip(words, tags) if t != "-" and w != "bat")
+        assert all(w in tasks.BAT_CONTEXT[sense] for w, t in zip(words, tags) if t != "-" and w != "bat")
     assert {e.target.split()[e.source.split().index("bat")] for e in senses} == {"A", "S"}
-    assert data.sense_task(5, seed=3) == senses[:5]
-    referents = data.referent_task(300, seed=1)
+    assert tasks.sense_task(5, seed=3) == senses[:5]
+    referents = tasks.referent_task(300, seed=1)
     for example in referents:
         words = example.source.split()
         assert words[7] == "it" and len(words) == 11
-        assert example.target == (words[1] if words[10] in data.ANIMAL_ADJECTIVES else words[5])
-    assert {e.target in data.ANIMALS for e in referents} == {True, False}
+        assert example.target == (words[1] if words[10] in tasks.ANIMAL_ADJECTIVES else words[5])
+    assert {e.target in tasks.ANIMALS for e in referents} == {True, False}
 
 
 # ================================================================ the checkers
@@ -144,24 +150,42 @@ def sdpa_right_einsum(q, k, v, mask=None):
 
 
 def sdpa_right_numpy(q, k, v, mask=None):
-    out, weights = numpy_attention.scaled_dot_product_attention(q.numpy(), k.numpy(), v.numpy(),
-                                                                None if mask is None else mask.numpy())
+    out, weights = numpy_attention.scaled_dot_product_attention(
+        q.numpy(), k.numpy(), v.numpy(), None if mask is None else mask.numpy()
+    )
     return torch.from_numpy(out), torch.from_numpy(weights)
 
 
-@pytest.mark.parametrize("solution", [sdpa_right, sdpa_right_einsum, sdpa_right_numpy,
-                                      lambda q, k, v, mask=None: scaled_dot_product_attention(q, k, v, mask),
-                                      lambda q, k, v, mask=None: (F.scaled_dot_product_attention(q, k, v, mask),
-                                                                  scaled_dot_product_attention(q, k, v, mask)[1])])
+@pytest.mark.parametrize(
+    "solution",
+    [
+        sdpa_right,
+        sdpa_right_einsum,
+        sdpa_right_numpy,
+        lambda q, k, v, mask=None: scaled_dot_product_attention(q, k, v, mask),
+        lambda q, k, v, mask=None: (
+            F.scaled_dot_product_attention(q, k, v, mask),
+            scaled_dot_product_attention(q, k, v, mask)[1],
+        ),
+    ],
+)
 def test_scaled_dot_product_attention_checker_passes_right_solutions(solution, capsys):
     out = checker_passes(check_scaled_dot_product_attention, solution, capsys)
     assert "all 5 cases passed" in out
 
 
-def with_mistake(scale=None, softmax_dim=-1, fill=float("-inf"), polarity=True, after=False, nan_to_num=True,
-                 transpose=False, swap=False):
+def with_mistake(
+    scale=None,
+    softmax_dim=-1,
+    fill=float("-inf"),
+    polarity=True,
+    after=False,
+    nan_to_num=True,
+    transpose=False,
+    swap=False,
+):
     def attention(q, k, v, mask=None):
-        scores = (k @ q.transpose(-2, -1) if transpose else q @ k.transpose(-2, -1))
+        scores = k @ q.transpose(-2, -1) if transpose else q @ k.transpose(-2, -1)
         scores = scores / (math.sqrt(q.size(-1)) if scale is None else scale(q, v))
         if mask is not None and not after:
             scores = scores.masked_fill(~mask if polarity else mask, fill)
@@ -169,23 +193,30 @@ def with_mistake(scale=None, softmax_dim=-1, fill=float("-inf"), polarity=True, 
         weights = weights * mask if mask is not None and after else weights
         weights = weights.nan_to_num(0.0) if nan_to_num else weights
         return (weights, weights @ v) if swap else (weights @ v, weights)
+
     return attention
 
 
-@pytest.mark.parametrize(("wrong", "fragments"), [
-    (with_mistake(scale=lambda q, v: 1.0), ["the scores were not scaled: divide q @ kᵀ by √d_k"]),
-    (with_mistake(scale=lambda q, v: q.size(-1)), ["divided by d_k; the scale is √d_k"]),
-    (with_mistake(scale=lambda q, v: math.sqrt(v.size(-1))), ["it is √d_k, the size of the queries and keys"]),
-    (with_mistake(softmax_dim=-2), ["the softmax ran over the queries (dim=-2)"]),
-    (with_mistake(polarity=False), ["is masked but got weight", "mask True means *may attend*"]),
-    (with_mistake(after=True), ["zeroing the masked weights after the softmax"]),
-    (with_mistake(nan_to_num=False), ["contains NaN", "0 / 0 = NaN", "case 5 of 5"]),
-    (with_mistake(fill=-1e9, nan_to_num=False), ["row (0, 1) is fully masked but its weights sum to 1"]),
-    (with_mistake(transpose=True), ["raised RuntimeError", "check the shapes"]),  # L_q != L_k in case 1
-    (with_mistake(swap=True), ["return them in the order (out, weights)"]),
-    (lambda q, k, v, mask=None: q @ k, ["raised RuntimeError", "check the shapes: q (..., L_q, d_k)"]),
-    (lambda q, k, v, mask=None: sdpa_right(q, k, v, mask)[0], ["is a tensor of shape (2, 3, 6); expected a tuple of 2 items (out, weights)"]),
-])
+@pytest.mark.parametrize(
+    ("wrong", "fragments"),
+    [
+        (with_mistake(scale=lambda q, v: 1.0), ["the scores were not scaled: divide q @ kᵀ by √d_k"]),
+        (with_mistake(scale=lambda q, v: q.size(-1)), ["divided by d_k; the scale is √d_k"]),
+        (with_mistake(scale=lambda q, v: math.sqrt(v.size(-1))), ["it is √d_k, the size of the queries and keys"]),
+        (with_mistake(softmax_dim=-2), ["the softmax ran over the queries (dim=-2)"]),
+        (with_mistake(polarity=False), ["is masked but got weight", "mask True means *may attend*"]),
+        (with_mistake(after=True), ["zeroing the masked weights after the softmax"]),
+        (with_mistake(nan_to_num=False), ["contains NaN", "0 / 0 = NaN", "case 5 of 5"]),
+        (with_mistake(fill=-1e9, nan_to_num=False), ["row (0, 1) is fully masked but its weights sum to 1"]),
+        (with_mistake(transpose=True), ["raised RuntimeError", "check the shapes"]),  # L_q != L_k in case 1
+        (with_mistake(swap=True), ["return them in the order (out, weights)"]),
+        (lambda q, k, v, mask=None: q @ k, ["raised RuntimeError", "check the shapes: q (..., L_q, d_k)"]),
+        (
+            lambda q, k, v, mask=None: sdpa_right(q, k, v, mask)[0],
+            ["is a tensor of shape (2, 3, 6); expected a tuple of 2 items (out, weights)"],
+        ),
+    ],
+)
 def test_scaled_dot_product_attention_checker_explains_typical_mistakes(wrong, fragments, capsys):
     checker_fails(check_scaled_dot_product_attention, wrong, capsys, *fragments)
 
@@ -203,7 +234,7 @@ def window_softmax(x, window):
 
 
 def window_loop(x, window):
-    return torch.stack([x[:, max(0, t - window + 1): t + 1].mean(1) for t in range(x.size(1))], dim=1)
+    return torch.stack([x[:, max(0, t - window + 1) : t + 1].mean(1) for t in range(x.size(1))], dim=1)
 
 
 @pytest.mark.parametrize("solution", [window_right, window_softmax, window_loop])
@@ -216,13 +247,16 @@ def band(x, window):
     return torch.tril(ones) - torch.tril(ones, diagonal=-window)
 
 
-@pytest.mark.parametrize(("wrong", "fragments"), [
-    (lambda x, w: band(x, w) / w @ x, ["divide each row by the number of positions it really covers"]),
-    (lambda x, w: band(x, w) @ x, ["these are sums, not averages"]),
-    (lambda x, w: window_right(x, x.size(1)), ["the average of the whole past"]),
-    (lambda x, w: window_right(x, w + 1), ["one position too many"]),
-    (lambda x, w: band(x, w).T / band(x, w).T.sum(1, keepdim=True) @ x, ["the band points forward"]),
-    (lambda x, w: x.mean(-1), ["has shape (2, 6) but expected (2, 6, 3)"]),
-])
+@pytest.mark.parametrize(
+    ("wrong", "fragments"),
+    [
+        (lambda x, w: band(x, w) / w @ x, ["divide each row by the number of positions it really covers"]),
+        (lambda x, w: band(x, w) @ x, ["these are sums, not averages"]),
+        (lambda x, w: window_right(x, x.size(1)), ["the average of the whole past"]),
+        (lambda x, w: window_right(x, w + 1), ["one position too many"]),
+        (lambda x, w: band(x, w).T / band(x, w).T.sum(1, keepdim=True) @ x, ["the band points forward"]),
+        (lambda x, w: x.mean(-1), ["has shape (2, 6) but expected (2, 6, 3)"]),
+    ],
+)
 def test_window_average_checker_explains_typical_mistakes(wrong, fragments, capsys):
     checker_fails(check_window_average, wrong, capsys, *fragments)

@@ -29,11 +29,14 @@ def test_setup_fixes_threads_and_style():
     assert matplotlib.rcParams["axes.spines.top"] is False
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(seed=-1), "seed must be a non-negative int, got -1"),
-    (dict(seed=1.5), "seed must be a non-negative int, got 1.5"),
-    (dict(threads=0), "threads must be a positive int, got 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(seed=-1), "seed must be a non-negative int, got -1"),
+        (dict(seed=1.5), "seed must be a non-negative int, got 1.5"),
+        (dict(threads=0), "threads must be a positive int, got 0"),
+    ],
+)
 def test_setup_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         attnbook.setup(**kwargs)
@@ -49,7 +52,11 @@ def test_import_pins_the_cpu_kernels_so_seeds_give_the_same_numbers_everywhere()
     if platform.machine().lower() not in ("x86_64", "amd64"):
         pytest.skip("the pinning applies to x86-64 only")
     env = {key: value for key, value in os.environ.items() if key not in attnbook.CPU_PINNING}
-    shown = subprocess.run([sys.executable, "-c", "import os, torch, attnbook; "
-                            "print([os.environ[k] for k in attnbook.CPU_PINNING])"],
-                           env=env, capture_output=True, text=True, check=True).stdout.strip()
+    shown = subprocess.run(
+        [sys.executable, "-c", "import os, torch, attnbook; print([os.environ[k] for k in attnbook.CPU_PINNING])"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert shown == str(list(attnbook.CPU_PINNING.values()))

@@ -40,7 +40,10 @@ def built_site():
     """Build the site once per test session; return the build log."""
     result = subprocess.run(
         ["bash", str(ROOT / "course"), "build-only"],
-        cwd=ROOT, capture_output=True, text=True, timeout=1200,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     log = result.stdout + result.stderr
     return result.returncode, log
@@ -76,6 +79,15 @@ def test_site_carries_its_own_mathjax(built_site):
     intro = (HTML / "intro.html").read_text()
     assert "_static/mathjax/tex-chtml.js" in intro
     assert "cdn.jsdelivr.net" not in intro
+
+
+def test_every_page_has_one_search_field(built_site):
+    """The sidebar's; not a second, full-width one in the page header (a theme default)."""
+    assert built_site[0] == 0
+    for page in toc_pages():
+        html = (HTML / page).read_text()
+        assert html.count('class="btn search-button-field') == 1, page
+        assert "navbar-persistent" not in html, page
 
 
 def find_chromium():
@@ -121,8 +133,13 @@ def browser(chromium):
         browser = playwright.chromium.launch(
             executable_path=chromium,
             args=[
-                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
                 # Networking off: every host name except the local server fails to resolve.
                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
             ],
@@ -186,6 +203,7 @@ def test_page_works_offline(browser, local_server, page_path):
 
 # --------------------------------------------------------------------- attention explorers
 
+
 def explorer_data(explorer):
     """The weights and tokens an explorer carries (its JSON)."""
     return json.loads(explorer.locator("script.ae-data").text_content())
@@ -194,8 +212,7 @@ def explorer_data(explorer):
 def shown_rows(explorer):
     """{head: [weight as printed, per key]} for the rows of key tokens the explorer shows."""
     rows = explorer.locator(".ae-row:not([hidden])")
-    return {int(row.get_attribute("data-head")): row.locator(".ae-weight").all_text_contents()
-            for row in rows.all()}
+    return {int(row.get_attribute("data-head")): row.locator(".ae-weight").all_text_contents() for row in rows.all()}
 
 
 def expected_row(data, layer, head, query):

@@ -6,13 +6,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnbook import data
+from attnbook import data, tasks
 from attnbook.rnn import Seq2Seq
 from attnbook.training import History, count_parameters, evaluate, fit, train_on_tensors, warmup_schedule
 
 
 def tiny_task(n=32, batch_size=8, seed=0):
-    examples = data.reversal_task(n, 2, 5, seed=seed)
+    examples = tasks.reversal_task(n, 2, 5, seed=seed)
     src_vocab, tgt_vocab = data.build_vocabs(examples)
     batches = data.Batches(examples, src_vocab, tgt_vocab, batch_size=batch_size, shuffle=True)
     return batches, src_vocab, tgt_vocab
@@ -42,8 +42,15 @@ def test_history_api():
     assert isinstance(history, History) and len(history) == 2
     assert history["epoch"] == [1, 2]
     assert history["valid_loss"] == [None, None]  # no validation data
-    assert set(history.as_dict()) == {"epoch", "train_loss", "valid_loss", "teacher_forced_accuracy",
-                                      "exact_match", "seconds", "lr"}
+    assert set(history.as_dict()) == {
+        "epoch",
+        "train_loss",
+        "valid_loss",
+        "teacher_forced_accuracy",
+        "exact_match",
+        "seconds",
+        "lr",
+    }
     assert history.as_dict()["train_loss"] == history["train_loss"]
     assert history[0]["epoch"] == 1 and history[-1] == history.last
     assert history.last["epoch"] == 2 and history.last["seconds"] > 0
@@ -76,7 +83,7 @@ def test_evaluate_matches_a_direct_computation():
 
 
 def test_exact_match_is_one_for_a_model_that_learned():
-    examples = data.reversal_task(16, 2, 4, seed=3)
+    examples = tasks.reversal_task(16, 2, 4, seed=3)
     sv, tv = data.build_vocabs(examples)
     batch = [data.make_batch(examples, sv, tv)]
     torch.manual_seed(0)
@@ -92,9 +99,9 @@ def test_pad_positions_do_not_change_the_loss():
     batch = data.make_batch(batches.examples[:4], sv, tv)
     base = evaluate(model, [batch])["valid_loss"]
     extra = torch.zeros(4, 3, dtype=torch.long)  # three more pad columns on the target
-    padded = data.Batch(batch.src, batch.src_lengths, batch.src_mask,
-                        torch.cat([batch.tgt_in, extra], 1), torch.cat([batch.tgt_out, extra], 1),
-                        torch.cat([batch.tgt_mask, extra.bool()], 1), batch.examples)
+    padded = data.Batch(
+        batch.src, torch.cat([batch.tgt_in, extra], 1), torch.cat([batch.tgt_out, extra], 1), batch.examples
+    )
     assert evaluate(model, [padded])["valid_loss"] == pytest.approx(base, rel=1e-6)
 
 
@@ -234,11 +241,11 @@ def test_warmup_schedule_is_the_papers():
         rates.append(optimizer.param_groups[0]["lr"])  # the rate of the next optimizer step
         optimizer.step()
         scheduler.step()
-    paper = [512 ** -0.5 * min(step ** -0.5, step * 4000 ** -1.5) for step in range(1, 8001)]
+    paper = [512**-0.5 * min(step**-0.5, step * 4000**-1.5) for step in range(1, 8001)]
     assert rates == pytest.approx(paper, rel=1e-12)
     assert max(range(8000), key=rates.__getitem__) + 1 == 4000
     assert rates[3999] == pytest.approx(6.99e-4, abs=5e-7)
-    assert rates[0] == pytest.approx(512 ** -0.5 * 4000 ** -1.5)  # the first step is not zero
+    assert rates[0] == pytest.approx(512**-0.5 * 4000**-1.5)  # the first step is not zero
     half = torch.optim.SGD([parameter], lr=0.5)  # the optimizer's lr scales the schedule
     assert warmup_schedule(half, 512, 4000).get_last_lr()[0] == pytest.approx(0.5 * rates[0])
     with pytest.raises(ValueError, match="warmup must be a positive int, got 0"):

@@ -10,8 +10,16 @@ from attnbook import data
 from attnbook.exercises import check_causal_mask, check_positional_encoding
 from attnbook.protocol import select_rows
 from attnbook.training import count_parameters, fit
-from attnbook.transformer import (DecoderLayer, EncoderLayer, PositionalEncoding, PreLNDecoderLayer, PreLNEncoderLayer,
-                                  Transformer, causal_mask, sinusoidal_positions)
+from attnbook.transformer import (
+    DecoderLayer,
+    EncoderLayer,
+    PositionalEncoding,
+    PreLNDecoderLayer,
+    PreLNEncoderLayer,
+    Transformer,
+    causal_mask,
+    sinusoidal_positions,
+)
 from conftest import checker_fails, checker_passes, padded_batch, reversal_examples
 
 
@@ -34,16 +42,16 @@ def test_a_shift_of_the_positions_is_a_fixed_rotation_of_each_pair():
     frequency = 10000 ** (-torch.arange(0, 8, 2) / 8)  # (4,)
     for i, w in enumerate(frequency.tolist()):
         rotation = torch.tensor([[math.cos(k * w), -math.sin(k * w)], [math.sin(k * w), math.cos(k * w)]])
-        pair = pe[:, 2 * i: 2 * i + 2]  # (L, 2): (sin, cos) of pos·w
+        pair = pe[:, 2 * i : 2 * i + 2]  # (L, 2): (sin, cos) of pos·w
         assert torch.allclose(pair[:-k] @ rotation, pair[k:], atol=1e-5)  # the same matrix for every position
 
 
 def test_positional_encoding_adds_the_positions_from_an_offset():
-    layer = PositionalEncoding(8, max_len=20)
+    layer = PositionalEncoding(8, max_positions=20)
     x = torch.randn(2, 5, 8)
     assert torch.allclose(layer(x), x + sinusoidal_positions(5, 8))
     assert torch.allclose(layer(x, offset=3), x + sinusoidal_positions(8, 8)[3:])
-    with pytest.raises(ValueError, match="positions 18..22 do not fit max_len=20"):
+    with pytest.raises(ValueError, match="positions 18..22 do not fit max_positions=20"):
         layer(x, offset=18)
     with pytest.raises(ValueError, match="d_model=7 must be even"):
         sinusoidal_positions(4, 7)
@@ -70,8 +78,9 @@ def test_encoder_layer_equals_pytorchs(norm_first):
         expected = theirs(x, src_key_padding_mask=~real)  # PyTorch: True = ignore
         got, weights = ours(x, real[:, None, None, :])
     assert torch.allclose(got[real], expected[real], atol=1e-5)  # PyTorch's fast path may leave padded rows as 0
-    assert weights.shape == (3, 4, 6, 6) and torch.equal(weights.masked_select(~real[:, None, None, :]),
-                                                         torch.zeros(int((~real).sum()) * 4 * 6))
+    assert weights.shape == (3, 4, 6, 6) and torch.equal(
+        weights.masked_select(~real[:, None, None, :]), torch.zeros(int((~real).sum()) * 4 * 6)
+    )
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -183,13 +192,20 @@ def test_decoding_projects_the_memory_once_and_leaves_old_states_alone(norm_firs
 
 def test_shared_embeddings_are_one_matrix_and_need_one_vocabulary():
     torch.manual_seed(0)
-    model = Transformer(12, 12, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,
-                        share_embeddings=True)
+    model = Transformer(
+        12, 12, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32, share_embeddings=True
+    )
     assert model.src_embedding.weight is model.tgt_embedding.weight is model.generator.weight
-    assert count_parameters(model) == count_parameters(
-        Transformer(12, 12, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)) - 2 * 12 * 16
-    with pytest.raises(ValueError, match="share_embeddings needs one shared vocabulary, got src_vocab_size=12 and "
-                                         "tgt_vocab_size=11"):
+    assert (
+        count_parameters(model)
+        == count_parameters(
+            Transformer(12, 12, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
+        )
+        - 2 * 12 * 16
+    )
+    with pytest.raises(
+        ValueError, match="share_embeddings needs one shared vocabulary, got src_vocab_size=12 and tgt_vocab_size=11"
+    ):
         Transformer(12, 11, share_embeddings=True)
 
 
@@ -216,13 +232,29 @@ def test_learns_reversal_with_fit_and_the_warm_up_schedule(norm_first):
     train, test = reversal_examples(800, seed=1), reversal_examples(60, seed=2)
     vocabs = data.build_vocabs(train + test)
     torch.manual_seed(0)
-    model = Transformer(len(vocabs[0]), len(vocabs[1]), d_model=32, num_heads=4, num_encoder_layers=2,
-                        num_decoder_layers=2, d_ff=64, dropout=0.0, norm_first=norm_first)
+    model = Transformer(
+        len(vocabs[0]),
+        len(vocabs[1]),
+        d_model=32,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=64,
+        dropout=0.0,
+        norm_first=norm_first,
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 20))
     batches = data.Batches(train, *vocabs, 32, shuffle=True, seed=0)
-    history = fit(model, batches, data.Batches(test, *vocabs, 60), epochs=12, optimizer=optimizer,
-                  scheduler=scheduler, progress=False)
+    history = fit(
+        model,
+        batches,
+        data.Batches(test, *vocabs, 60),
+        epochs=12,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        progress=False,
+    )
     assert history.last["exact_match"] >= 0.8, history["exact_match"]
     assert history["train_loss"][-1] < history["train_loss"][0] / 4
 
@@ -265,37 +297,52 @@ def variant(length, d_model, base=10000.0, swap=False, per_feature=False, halves
     return out.float()
 
 
-@pytest.mark.parametrize(("options", "fragment"), [
-    (dict(base=1000.0), "the base is 10000, not 1000"),
-    (dict(swap=True), "sin and cos are swapped"),
-    (dict(per_feature=True), "features 2i and 2i+1 share one frequency"),
-    (dict(halves=True), "[all sines | all cosines] layout"),
-    (dict(first=1), "positions count from 0"),
-])
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        (dict(base=1000.0), "the base is 10000, not 1000"),
+        (dict(swap=True), "sin and cos are swapped"),
+        (dict(per_feature=True), "features 2i and 2i+1 share one frequency"),
+        (dict(halves=True), "[all sines | all cosines] layout"),
+        (dict(first=1), "positions count from 0"),
+    ],
+)
 def test_positional_encoding_checker_explains_typical_mistakes(options, fragment, capsys):
     checker_fails(check_positional_encoding, lambda length, d: variant(length, d, **options), capsys, fragment)
 
 
 def test_positional_encoding_checker_explains_a_transposed_answer(capsys):
-    checker_fails(check_positional_encoding, lambda length, d: sinusoidal_positions(length, d).T, capsys,
-                  "one row per position")
+    checker_fails(
+        check_positional_encoding, lambda length, d: sinusoidal_positions(length, d).T, capsys, "one row per position"
+    )
 
 
-@pytest.mark.parametrize("solution", [causal_mask, lambda n: torch.tril(torch.ones(n, n)).bool(),
-                                      lambda n: torch.arange(n).unsqueeze(1) >= torch.arange(n),
-                                      lambda n: ~torch.ones(n, n, dtype=torch.bool).triu(1)])
+@pytest.mark.parametrize(
+    "solution",
+    [
+        causal_mask,
+        lambda n: torch.tril(torch.ones(n, n)).bool(),
+        lambda n: torch.arange(n).unsqueeze(1) >= torch.arange(n),
+        lambda n: ~torch.ones(n, n, dtype=torch.bool).triu(1),
+    ],
+)
 def test_causal_mask_checker_passes_right_solutions(solution, capsys):
     checker_passes(check_causal_mask, solution, capsys)
 
 
-@pytest.mark.parametrize(("wrong", "fragment"), [
-    (lambda n: torch.ones(n, n, dtype=torch.bool).triu(1), "True must mean *may attend*"),
-    (lambda n: torch.ones(n, n, dtype=torch.bool).triu(), "this is the upper triangle"),
-    (lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "a position may attend to itself"),
-    (lambda n: torch.tril(torch.ones(n, n)), "return a bool tensor"),
-    (lambda n: torch.zeros(n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf")),
-     "return a bool tensor"),
-])
+@pytest.mark.parametrize(
+    ("wrong", "fragment"),
+    [
+        (lambda n: torch.ones(n, n, dtype=torch.bool).triu(1), "True must mean *may attend*"),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).triu(), "this is the upper triangle"),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "a position may attend to itself"),
+        (lambda n: torch.tril(torch.ones(n, n)), "return a bool tensor"),
+        (
+            lambda n: torch.zeros(n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf")),
+            "return a bool tensor",
+        ),
+    ],
+)
 def test_causal_mask_checker_explains_typical_mistakes(wrong, fragment, capsys):
     checker_fails(check_causal_mask, wrong, capsys, fragment)
 
@@ -303,7 +350,9 @@ def test_causal_mask_checker_explains_typical_mistakes(wrong, fragment, capsys):
 def test_the_embeddings_are_initialised_in_a_fixed_order(monkeypatch):
     drawn = []
     normal = nn.init.normal_
-    monkeypatch.setattr(nn.init, "normal_", lambda tensor, *args, **kwargs: drawn.append(tensor) or normal(tensor, *args, **kwargs))
+    monkeypatch.setattr(
+        nn.init, "normal_", lambda tensor, *args, **kwargs: drawn.append(tensor) or normal(tensor, *args, **kwargs)
+    )
     for _ in range(5):  # the order must not depend on where in memory the modules happen to live
         drawn.clear()
         model = Transformer(12, 11, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)

@@ -3,7 +3,8 @@
 Every chapter notebook imports from here; nothing here imports a chapter.
 Modules, one concept each (dependencies flow downwards in this list):
 
-- ``attnbook.data``        synthetic tasks, ``Vocab``, padding and batching
+- ``attnbook.data``        ``Example``, ``Vocab``, padding and batching
+- ``attnbook.tasks``       the synthetic tasks: dates, reversal and copy, word sentences, a toy translation
 - ``attnbook.protocol``    the model protocol every sequence-to-sequence model implements
 - ``attnbook.attention``   ``masked_softmax``, ``AdditiveAttention`` (chapter 2), Luong's scores,
                            ``LuongAttention`` and local-p attention (chapter 3); later chapters add more
@@ -32,6 +33,7 @@ variables below are already set): the same seed then trains to the same numbers 
 machine, so recorded experiments replay exactly and stored outputs match elsewhere. It acts
 only if no torch computation ran before the import (torch reads the settings on first use).
 """
+
 import os as _os
 import platform as _platform
 

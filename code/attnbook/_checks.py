@@ -12,8 +12,11 @@ import functools
 import torch
 from torch import Tensor
 
-_DTYPES = {"bool": "be a bool tensor (True = may attend)", "long": "hold token ids as torch.long",
-           "float": "be a floating-point tensor"}
+_DTYPES = {
+    "bool": "be a bool tensor (True = may attend)",
+    "long": "hold token ids as torch.long",
+    "float": "be a floating-point tensor",
+}
 
 
 def positive_int(**values) -> None:
@@ -86,15 +89,19 @@ def shapes(owner: str, known: dict[str, int] | None = None, **specs) -> dict[str
             raise TypeError(f"{name} must {_DTYPES[dtype]}, got dtype {tensor.dtype}")
         sizes = list(tensor.shape)
         if letters[0] == "...":  # any leading dimensions, the same in every tensor that has "..."
-            sizes = [tuple(sizes[:tensor.dim() - len(letters) + 1])] + sizes[tensor.dim() - len(letters) + 1:]
+            sizes = [tuple(sizes[: tensor.dim() - len(letters) + 1])] + sizes[tensor.dim() - len(letters) + 1 :]
         for letter, size in zip(letters, sizes):
             if letter in known and size != known[letter]:
-                raise ValueError(f"{name} has {_size(letter, size)} (shape {tuple(tensor.shape)}) but {owner} "
-                                 f"expects {_size(letter, known[letter])}")
+                raise ValueError(
+                    f"{name} has {_size(letter, size)} (shape {tuple(tensor.shape)}) but {owner} "
+                    f"expects {_size(letter, known[letter])}"
+                )
             first = seen.setdefault(letter, (name, size, tensor))
             if first[1] != size:
-                raise ValueError(f"{name} has {_size(letter, size)} (shape {tuple(tensor.shape)}) but {first[0]} "
-                                 f"has {_size(letter, first[1])} (shape {tuple(first[2].shape)})")
+                raise ValueError(
+                    f"{name} has {_size(letter, size)} (shape {tuple(tensor.shape)}) but {first[0]} "
+                    f"has {_size(letter, first[1])} (shape {tuple(first[2].shape)})"
+                )
     return {letter: size for letter, (_, size, _) in seen.items()}
 
 
@@ -107,8 +114,9 @@ def _size(letter: str, size) -> str:
 def _parse(pattern: str | tuple) -> tuple[tuple[tuple[str, ...], str], ...]:
     """``"B S : long"`` -> ``((("B", "S"), "long"),)``; a tuple of patterns gives one entry each."""
     options = [pattern] if isinstance(pattern, str) else list(pattern)
-    return tuple((tuple(text.split(":")[0].split()), text.split(":")[1].strip() if ":" in text else "")
-                 for text in options)
+    return tuple(
+        (tuple(text.split(":")[0].split()), text.split(":")[1].strip() if ":" in text else "") for text in options
+    )
 
 
 def _pattern(tensor, name: str, pattern) -> tuple[tuple[str, ...], str]:
@@ -118,8 +126,12 @@ def _pattern(tensor, name: str, pattern) -> tuple[tuple[str, ...], str]:
         for letters, dtype in parsed:
             if tensor.dim() == len(letters) or (letters[0] == "..." and tensor.dim() >= len(letters) - 1):
                 return letters, dtype
-    wanted = " or ".join(f"{len(letters)}-D ({', '.join(letters)})" if letters[0] != "..." else
-                         f"at least {len(letters) - 1}-D ({', '.join(letters)})" for letters, _ in parsed)
+    wanted = " or ".join(
+        f"{len(letters)}-D ({', '.join(letters)})"
+        if letters[0] != "..."
+        else f"at least {len(letters) - 1}-D ({', '.join(letters)})"
+        for letters, _ in parsed
+    )
     if not isinstance(tensor, Tensor):
         raise TypeError(f"{name} must be a tensor, {wanted}, got {type(tensor).__name__}")
     raise ValueError(f"{name} must be {wanted}, got shape {tuple(tensor.shape)}")
@@ -139,10 +151,12 @@ def broadcastable(name: str, mask, target_name: str, target: Tensor) -> None:
         what = f"dtype {mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
         raise TypeError(f"{name} must be a bool tensor (True = may attend), got {what}")
     fits = mask.dim() <= target.dim() and all(
-        m == 1 or m == t for m, t in zip(reversed(mask.shape), reversed(target.shape)))
+        m == 1 or m == t for m, t in zip(reversed(mask.shape), reversed(target.shape))
+    )
     if not fits:
-        raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to {target_name} of shape "
-                         f"{tuple(target.shape)}")
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to {target_name} of shape {tuple(target.shape)}"
+        )
 
 
 def head_mask(mask, batch: int, heads: int, queries: int, keys: int) -> None:
@@ -160,15 +174,18 @@ def head_mask(mask, batch: int, heads: int, queries: int, keys: int) -> None:
             f"mask of shape {tuple(mask.shape)} is ambiguous when B = L_q = {batch}: as (L_q, L_k) "
             f"it is one pattern for every sequence, as (B, L_k) a padding mask per sequence. "
             f"Pass mask[None, None] (1, 1, L_q, L_k) for a pattern, mask[:, None, None, :] "
-            f"(B, 1, 1, L_k) for padding")
+            f"(B, 1, 1, L_k) for padding"
+        )
     if isinstance(mask, Tensor) and mask.dim() == 2 and mask.size(0) not in (1, queries):
         raise ValueError(
             f"mask of shape {tuple(mask.shape)}: a 2-D mask is (L_q, L_k) with L_q={queries}; "
-            f"for padding per sequence pass mask[:, None, None, :] (B, 1, 1, L_k)")
+            f"for padding per sequence pass mask[:, None, None, :] (B, 1, 1, L_k)"
+        )
     if isinstance(mask, Tensor) and mask.dim() not in (2, 4):
         raise ValueError(
             f"mask must be 2-D (L_q, L_k) or 4-D (B, H, L_q, L_k), with 1 for a size shared, got "
-            f"shape {tuple(mask.shape)}: a 3-D mask would line its first size up with the heads")
+            f"shape {tuple(mask.shape)}: a 3-D mask would line its first size up with the heads"
+        )
     broadcastable("mask", mask, "the scores", torch.empty(target, device="meta"))
 
 

@@ -14,10 +14,24 @@ from torch import Tensor, nn
 
 from attnbook import _checks as checks
 
-__all__ = ["masked_softmax", "AdditiveAttention", "DotScore", "GeneralScore", "ConcatScore", "LUONG_SCORES",
-           "LuongAttention", "local_p_window", "PredictivePosition", "LocalPAttention",
-           "scaled_dot_product_attention", "SelfAttention", "split_heads", "merge_heads", "KVCache",
-           "MultiHeadAttention"]
+__all__ = [
+    "masked_softmax",
+    "AdditiveAttention",
+    "DotScore",
+    "GeneralScore",
+    "ConcatScore",
+    "LUONG_SCORES",
+    "LuongAttention",
+    "local_p_window",
+    "PredictivePosition",
+    "LocalPAttention",
+    "scaled_dot_product_attention",
+    "SelfAttention",
+    "split_heads",
+    "merge_heads",
+    "KVCache",
+    "MultiHeadAttention",
+]
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
@@ -56,9 +70,15 @@ class _Attention(nn.Module):
 
     def check(self, query, keys, values=None, mask=None, projected_keys=None) -> None:
         """Shapes agree with each other and with the layer; the mask is bool."""
-        checks.shapes(type(self).__name__, dict(d_q=self.query_dim, d_k=self.key_dim, k=self.projected_size),
-                      query=(query, self.query_pattern), keys=(keys, "B L d_k"), values=(values, "B L d_v"),
-                      mask=(mask, "B L : bool"), projected_keys=(projected_keys, "B L k"))
+        checks.shapes(
+            type(self).__name__,
+            dict(d_q=self.query_dim, d_k=self.key_dim, k=self.projected_size),
+            query=(query, self.query_pattern),
+            keys=(keys, "B L d_k"),
+            values=(values, "B L d_v"),
+            mask=(mask, "B L : bool"),
+            projected_keys=(projected_keys, "B L k"),
+        )
 
 
 class AdditiveAttention(_Attention):
@@ -69,28 +89,34 @@ class AdditiveAttention(_Attention):
     on the query: :meth:`project_keys` computes it once per sentence.
 
     Args:
-        query_dim, key_dim: ``d_q``, ``d_k``. hidden_dim: ``h``, the scorer's hidden size.
+        query_dim, key_dim: ``d_q``, ``d_k``. attention_dim: ``h``, the scorer's width (Bahdanau's hidden layer).
 
     Shapes:
         query ``(B, d_q)``, keys ``(B, L, d_k)``, values ``(B, L, d_v)``, mask ``(B, L)``,
         projected_keys ``(B, L, h)`` -> (context ``(B, d_v)``, weights ``(B, L)``)
     """
 
-    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int) -> None:
+    def __init__(self, query_dim: int, key_dim: int, attention_dim: int) -> None:
         super().__init__(query_dim, key_dim)
-        checks.positive_int(hidden_dim=hidden_dim)
-        self.hidden_dim = self.projected_size = hidden_dim
-        self.query_proj = nn.Linear(query_dim, hidden_dim, bias=False)  # W_q
-        self.key_proj = nn.Linear(key_dim, hidden_dim, bias=False)  # W_k
-        self.score_proj = nn.Linear(hidden_dim, 1, bias=False)  # v
+        checks.positive_int(attention_dim=attention_dim)
+        self.attention_dim = self.projected_size = attention_dim
+        self.query_proj = nn.Linear(query_dim, attention_dim, bias=False)  # W_q
+        self.key_proj = nn.Linear(key_dim, attention_dim, bias=False)  # W_k
+        self.score_proj = nn.Linear(attention_dim, 1, bias=False)  # v
 
     def project_keys(self, keys: Tensor) -> Tensor:
         """``W_k k_j`` for every key: ``(B, L, d_k) -> (B, L, h)``."""
         self.check(None, keys)
         return self.key_proj(keys)
 
-    def forward(self, query: Tensor, keys: Tensor, values: Tensor | None = None, mask: Tensor | None = None,
-                projected_keys: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor | None = None,
+        mask: Tensor | None = None,
+        projected_keys: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
         self.check(query, keys, values, mask, projected_keys)
         values = keys if values is None else values  # (B, L, d_v)
         projected_keys = self.key_proj(keys) if projected_keys is None else projected_keys  # (B, L, h)
@@ -101,7 +127,7 @@ class AdditiveAttention(_Attention):
         return context, weights
 
     def extra_repr(self) -> str:
-        return f"query_dim={self.query_dim}, key_dim={self.key_dim}, hidden_dim={self.hidden_dim}"
+        return f"query_dim={self.query_dim}, key_dim={self.key_dim}, attention_dim={self.attention_dim}"
 
 
 # ============================================================ Luong et al. (2015): score functions
@@ -118,9 +144,11 @@ class DotScore(nn.Module):
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
         if query_dim != key_dim:
-            raise ValueError(f"score='dot' compares the query with each key directly, so it needs query_dim == "
-                             f"key_dim, got query_dim={query_dim} and key_dim={key_dim}; use score='general' "
-                             "(W_a maps between the sizes)")
+            raise ValueError(
+                f"score='dot' compares the query with each key directly, so it needs query_dim == "
+                f"key_dim, got query_dim={query_dim} and key_dim={key_dim}; use score='general' "
+                "(W_a maps between the sizes)"
+            )
         self.projected_size = key_dim
 
     def project_keys(self, keys: Tensor) -> Tensor:
@@ -131,17 +159,23 @@ class DotScore(nn.Module):
         return queries @ projected_keys.transpose(1, 2)  # (B, T, k) @ (B, k, L) -> (B, T, L)
 
 
-class GeneralScore(DotScore):
+class GeneralScore(nn.Module):
     """``score(h_t, h̄_s) = h_tᵀ W_a h̄_s``; ``W_a = self.W_a.weight`` is ``(d_q, d_k)``, so ``W_a h̄_s`` is a key
-    in the query's space (computed once per sentence by :meth:`project_keys`)."""
+    in the query's space (computed once per sentence by :meth:`project_keys`); then the dot product.
+
+    Shapes: as :class:`DotScore`, with ``k = d_q``.
+    """
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
-        nn.Module.__init__(self)
+        super().__init__()
         self.projected_size = query_dim
         self.W_a = nn.Linear(key_dim, query_dim, bias=False)
 
     def project_keys(self, keys: Tensor) -> Tensor:
         return self.W_a(keys)  # (B, L, d_k) -> (B, L, d_q): W_a h̄_s
+
+    def forward(self, queries: Tensor, projected_keys: Tensor) -> Tensor:
+        return queries @ projected_keys.transpose(1, 2)  # (B, T, d_q) @ (B, d_q, L) -> (B, T, L)
 
 
 class ConcatScore(nn.Module):
@@ -150,18 +184,18 @@ class ConcatScore(nn.Module):
     ``W_a [h_t; h̄_s] = W_a[:, :d_q] h_t + W_a[:, d_q:] h̄_s``; the key half is :meth:`project_keys`.
     """
 
-    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int | None = None) -> None:
+    def __init__(self, query_dim: int, key_dim: int, attention_dim: int | None = None) -> None:
         super().__init__()
         self.query_dim = query_dim
-        self.projected_size = hidden_dim or query_dim
+        self.projected_size = attention_dim or query_dim
         self.W_a = nn.Linear(query_dim + key_dim, self.projected_size, bias=False)  # weight (h, d_q + d_k)
         self.v_a = nn.Linear(self.projected_size, 1, bias=False)
 
     def project_keys(self, keys: Tensor) -> Tensor:
-        return keys @ self.W_a.weight[:, self.query_dim:].T  # (B, L, d_k) @ (d_k, h) -> (B, L, h)
+        return keys @ self.W_a.weight[:, self.query_dim :].T  # (B, L, d_k) @ (d_k, h) -> (B, L, h)
 
     def forward(self, queries: Tensor, projected_keys: Tensor) -> Tensor:
-        query_part = queries @ self.W_a.weight[:, :self.query_dim].T  # (B, T, d_q) @ (d_q, h) -> (B, T, h)
+        query_part = queries @ self.W_a.weight[:, : self.query_dim].T  # (B, T, d_q) @ (d_q, h) -> (B, T, h)
         hidden = torch.tanh(query_part.unsqueeze(2) + projected_keys.unsqueeze(1))  # (B, T, 1, h) + (B, 1, L, h)
         return self.v_a(hidden).squeeze(-1)  # (B, T, L, 1) -> (B, T, L)
 
@@ -170,15 +204,16 @@ class ConcatScore(nn.Module):
 LUONG_SCORES = {"dot": DotScore, "general": GeneralScore, "concat": ConcatScore}
 
 
-def luong_score(score: str, query_dim: int, key_dim: int, hidden_dim: int | None = None) -> nn.Module:
-    """The score module named ``score``; ``hidden_dim`` only for ``"concat"``."""
+def luong_score(score: str, query_dim: int, key_dim: int, attention_dim: int | None = None) -> nn.Module:
+    """The score module named ``score``; ``attention_dim`` only for ``"concat"``."""
     checks.one_of("score", score, LUONG_SCORES)
-    if hidden_dim is not None:
-        checks.positive_int(hidden_dim=hidden_dim)
+    if attention_dim is not None:
+        checks.positive_int(attention_dim=attention_dim)
         if score != "concat":
-            raise ValueError(f"hidden_dim is only used by score='concat', got hidden_dim={hidden_dim} with "
-                             f"score={score!r}")
-        return ConcatScore(query_dim, key_dim, hidden_dim)
+            raise ValueError(
+                f"attention_dim is only used by score='concat', got attention_dim={attention_dim} with score={score!r}"
+            )
+        return ConcatScore(query_dim, key_dim, attention_dim)
     return LUONG_SCORES[score](query_dim, key_dim)
 
 
@@ -190,7 +225,7 @@ class LuongAttention(_Attention):
 
     Args:
         score: ``"dot"``, ``"general"`` or ``"concat"``. query_dim, key_dim: ``d_q``, ``d_k``.
-        hidden_dim: ``concat``'s hidden size (default ``query_dim``).
+        attention_dim: ``concat``'s hidden size (default ``query_dim``).
 
     Shapes:
         query ``(B, d_q)`` or ``(B, T, d_q)``, keys ``(B, L, d_k)``, values ``(B, L, d_v)``, mask ``(B, L)``,
@@ -199,9 +234,9 @@ class LuongAttention(_Attention):
 
     query_pattern = ("B d_q", "B T d_q")
 
-    def __init__(self, score: str, query_dim: int, key_dim: int, hidden_dim: int | None = None) -> None:
+    def __init__(self, score: str, query_dim: int, key_dim: int, attention_dim: int | None = None) -> None:
         super().__init__(query_dim, key_dim)
-        self.scorer = luong_score(score, query_dim, key_dim, hidden_dim)
+        self.scorer = luong_score(score, query_dim, key_dim, attention_dim)
         self.score_name, self.projected_size = score, self.scorer.projected_size
 
     def project_keys(self, keys: Tensor) -> Tensor:
@@ -209,8 +244,14 @@ class LuongAttention(_Attention):
         self.check(None, keys)
         return self.scorer.project_keys(keys)
 
-    def forward(self, query: Tensor, keys: Tensor, values: Tensor | None = None, mask: Tensor | None = None,
-                projected_keys: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor | None = None,
+        mask: Tensor | None = None,
+        projected_keys: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
         self.check(query, keys, values, mask, projected_keys)
         values = keys if values is None else values  # (B, L, d_v)
         projected_keys = self.scorer.project_keys(keys) if projected_keys is None else projected_keys  # (B, L, k)
@@ -264,8 +305,9 @@ class PredictivePosition(nn.Module):
         self.v_p = nn.Linear(self.hidden_dim, 1, bias=False)
 
     def forward(self, query: Tensor, lengths: Tensor) -> Tensor:
-        checks.shapes("PredictivePosition", dict(d_q=self.query_dim), query=(query, ("B d_q", "B T d_q")),
-                      lengths=(lengths, "B"))
+        checks.shapes(
+            "PredictivePosition", dict(d_q=self.query_dim), query=(query, ("B d_q", "B T d_q")), lengths=(lengths, "B")
+        )
         fraction = torch.sigmoid(self.v_p(torch.tanh(self.W_p(query)))).squeeze(-1)  # (B[, T])
         return fraction * lengths.to(fraction.dtype).view(-1, *[1] * (query.dim() - 2))  # (B[, T]) · S
 
@@ -280,14 +322,14 @@ class LocalPAttention(LuongAttention):
     the paper the result is not renormalised (a row sums to at most 1). Lengths come from the mask.
 
     Args:
-        score, query_dim, key_dim, hidden_dim: as :class:`LuongAttention`. D: the half width (10 in the paper).
+        score, query_dim, key_dim, attention_dim: as :class:`LuongAttention`. D: the half width (10 in the paper).
 
     Shapes:
         as :class:`LuongAttention`; :meth:`centres` (query, mask) -> ``p_t`` ``(B,)`` or ``(B, T)``
     """
 
-    def __init__(self, score: str, query_dim: int, key_dim: int, D: int, hidden_dim: int | None = None) -> None:
-        super().__init__(score, query_dim, key_dim, hidden_dim)
+    def __init__(self, score: str, query_dim: int, key_dim: int, D: int, attention_dim: int | None = None) -> None:
+        super().__init__(score, query_dim, key_dim, attention_dim)
         checks.positive_int(D=D)
         self.D = D
         self.position = PredictivePosition(query_dim)
@@ -296,8 +338,14 @@ class LocalPAttention(LuongAttention):
         """The window centres ``p_t`` for every query, with ``S`` = the real tokens of ``mask``."""
         return self.position(query, mask.sum(dim=-1))
 
-    def forward(self, query: Tensor, keys: Tensor, values: Tensor | None = None, mask: Tensor | None = None,
-                projected_keys: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor | None = None,
+        mask: Tensor | None = None,
+        projected_keys: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
         self.check(query, keys, values, mask, projected_keys)
         values = keys if values is None else values  # (B, L, d_v)
         mask = keys.new_ones(keys.shape[:2], dtype=torch.bool) if mask is None else mask  # (B, L)
@@ -316,8 +364,9 @@ class LocalPAttention(LuongAttention):
 # ============================================================ Vaswani et al. (2017): scaled dot-product attention
 
 
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-                                 dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0
+) -> tuple[Tensor, Tensor]:
     """``softmax(Q Kᵀ / √d_k) V`` (Vaswani et al. eq. 1), and the weights.
 
     Args:
@@ -333,8 +382,12 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     Raises:
         ValueError: sizes that disagree, or a mask that does not broadcast. TypeError: a mask that is not bool.
     """
-    checks.shapes("scaled_dot_product_attention", q=(q, "... L_q d_k : float"), k=(k, "... L_k d_k : float"),
-                  v=(v, "... L_k d_v : float"))
+    checks.shapes(
+        "scaled_dot_product_attention",
+        q=(q, "... L_q d_k : float"),
+        k=(k, "... L_k d_k : float"),
+        v=(v, "... L_k d_v : float"),
+    )
     checks.in_range("dropout_p", dropout_p, 0.0, 1.0)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., L_q, d_k) @ (..., d_k, L_k) -> (..., L_q, L_k)
     weights = masked_softmax(scores, mask)  # (..., L_q, L_k), each row sums to 1 (or is all 0)
@@ -349,7 +402,8 @@ class SelfAttention(nn.Module):
 
     Args:
         d_model: input size. d_k: query and key size (default ``d_model``). d_v: value and output size
-            (default ``d_k``). bias: biases in the projections ``q_proj``, ``k_proj``, ``v_proj`` (``W^Q``, ``W^K``, ``W^V``).
+            (default ``d_k``). bias: biases in the projections ``q_proj``, ``k_proj``, ``v_proj``
+            (``W^Q``, ``W^K``, ``W^V``).
 
     Shapes:
         x ``(B, T, d_model)``, mask broadcastable to ``(B, T, T)`` -> (output ``(B, T, d_v)``, weights ``(B, T, T)``)
@@ -416,10 +470,15 @@ class KVCache:
     def extend(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         """Append the new positions' keys and values ``(B, H, n, d_head)``; return all ``(B, H, t + n, d_head)``."""
         if self.keys is not None:
-            new, old = (keys.size(0), keys.size(1), keys.size(3)), (self.keys.size(0), self.keys.size(1), self.keys.size(3))
+            new, old = (
+                (keys.size(0), keys.size(1), keys.size(3)),
+                (self.keys.size(0), self.keys.size(1), self.keys.size(3)),
+            )
             if new != old:
-                raise ValueError(f"new keys have (B, H, d_head)={new} but the cache holds {old}: one cache per layer "
-                                 f"and per batch of sequences")
+                raise ValueError(
+                    f"new keys have (B, H, d_head)={new} but the cache holds {old}: one cache per layer "
+                    f"and per batch of sequences"
+                )
             keys, values = torch.cat([self.keys, keys], dim=2), torch.cat([self.values, values], dim=2)
         self.keys, self.values = keys, values
         return keys, values
@@ -441,7 +500,9 @@ class KVCache:
         return 0 if self.keys is None else self.keys.size(2)
 
     def __repr__(self) -> str:
-        return "KVCache(empty)" if self.keys is None else f"KVCache({len(self)} positions, keys {tuple(self.keys.shape)})"
+        return (
+            "KVCache(empty)" if self.keys is None else f"KVCache({len(self)} positions, keys {tuple(self.keys.shape)})"
+        )
 
 
 class MultiHeadAttention(nn.Module):
@@ -455,7 +516,8 @@ class MultiHeadAttention(nn.Module):
             only). bias: biases in the four projections (as ``nn.MultiheadAttention``).
 
     Attributes:
-        q_proj, k_proj, v_proj, out_proj: ``nn.Linear(d_model, d_model)``: the packed ``W^Q``, ``W^K``, ``W^V``, and ``W^O``.
+        q_proj, k_proj, v_proj, out_proj: ``nn.Linear(d_model, d_model)``: the packed ``W^Q``, ``W^K``,
+            ``W^V``, and ``W^O``.
 
     Shapes:
         query ``(B, L_q, d_model)``, key and value ``(B, L_k, d_model)``, mask (True = may attend) 4-D,
@@ -476,22 +538,40 @@ class MultiHeadAttention(nn.Module):
         checks.positive_int(d_model=d_model, num_heads=num_heads)
         checks.in_range("dropout", dropout, 0.0, 1.0)
         if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}: every head gets "
-                             f"d_model / num_heads features")
+            raise ValueError(
+                f"d_model={d_model} is not divisible by num_heads={num_heads}: every head gets "
+                f"d_model / num_heads features"
+            )
         self.d_model, self.num_heads, self.dropout = d_model, num_heads, dropout
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W^Q: h blocks of d_model x d_k, side by side
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)  # W^K
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)  # W^V
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O: (h·d_v) x d_model
 
-    def forward(self, query: Tensor, key: Tensor | None, value: Tensor | None, mask: Tensor | None = None,
-                cache: KVCache | None = None) -> tuple[Tensor, Tensor]:
-        checks.shapes("MultiHeadAttention", dict(d_model=self.d_model), query=(query, "B L_q d_model : float"),
-                      key=(key, "B L_k d_model : float"), value=(value, "B L_k d_model : float"))
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None,
+        value: Tensor | None,
+        mask: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        checks.shapes(
+            "MultiHeadAttention",
+            dict(d_model=self.d_model),
+            query=(query, "B L_q d_model : float"),
+            key=(key, "B L_k d_model : float"),
+            value=(value, "B L_k d_model : float"),
+        )
         if key is None and (cache is None or len(cache) == 0):
             raise ValueError("key and value may be None only with a filled cache (from keys_values)")
-        checks.head_mask(mask, query.size(0), self.num_heads, query.size(1),
-                         (0 if key is None else key.size(1)) + (0 if cache is None else len(cache)))
+        checks.head_mask(
+            mask,
+            query.size(0),
+            self.num_heads,
+            query.size(1),
+            (0 if key is None else key.size(1)) + (0 if cache is None else len(cache)),
+        )
         q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L_q, d_head)
         if key is None:  # attend to the cache only: e.g. the encoder's output, projected once
             k, v = cache.keys, cache.values  # (B, H, S, d_head)
@@ -524,7 +604,9 @@ class MultiHeadAttention(nn.Module):
         Its masks have the opposite polarity (``key_padding_mask`` and boolean ``attn_mask``: True = ignore).
         """
         if not layer.batch_first or not layer._qkv_same_embed_dim:
-            raise ValueError("from_torch needs an nn.MultiheadAttention with batch_first=True and kdim = vdim = embed_dim")
+            raise ValueError(
+                "from_torch needs an nn.MultiheadAttention with batch_first=True and kdim = vdim = embed_dim"
+            )
         copy = cls(layer.embed_dim, layer.num_heads, layer.dropout, bias=layer.in_proj_bias is not None)
         with torch.no_grad():
             for linear, weight in zip((copy.q_proj, copy.k_proj, copy.v_proj), layer.in_proj_weight.chunk(3)):

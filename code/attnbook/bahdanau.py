@@ -45,7 +45,6 @@ class BahdanauDecoder(RNNDecoder):
     Args:
         vocab_size, embed_dim, hidden_size: ``V``, ``E``, ``H``. encoder_size: ``A``, an annotation's size.
         attention_dim: ``h``, the scorer's hidden size (1000 in the paper). pad_id: padding id.
-        mask_padding: leave True; False exists to show the bug of attending to padding.
 
     Shapes:
         start(annotations ``(B, S, A)``, final ``(B, A)``, src_mask ``(B, S)``) -> :class:`BahdanauState`;
@@ -55,26 +54,38 @@ class BahdanauDecoder(RNNDecoder):
 
     State = BahdanauState
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, encoder_size: int, attention_dim: int,
-                 pad_id: int = 0, mask_padding: bool = True) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        hidden_size: int,
+        encoder_size: int,
+        attention_dim: int,
+        pad_id: int = 0,
+    ) -> None:
         super().__init__(vocab_size, embed_dim, hidden_size, encoder_size, pad_id, attention_dim=attention_dim)
-        self.mask_padding = mask_padding
-        self.attention = AdditiveAttention(query_dim=hidden_size, key_dim=encoder_size, hidden_dim=attention_dim)
+        self.attention = AdditiveAttention(query_dim=hidden_size, key_dim=encoder_size, attention_dim=attention_dim)
         self.init = nn.Linear(encoder_size, hidden_size)  # W_s
         self.cell = nn.GRUCell(embed_dim + encoder_size, hidden_size)
         self.out = nn.Linear(hidden_size + encoder_size + embed_dim, vocab_size)  # W_o
 
     def start(self, annotations: Tensor, final: Tensor, src_mask: Tensor) -> BahdanauState:
-        checks.shapes("BahdanauDecoder", dict(A=self.encoder_size), annotations=(annotations, "B S A"),
-                      final=(final, "B A"), src_mask=(src_mask, "B S : bool"))
+        checks.shapes(
+            "BahdanauDecoder",
+            dict(A=self.encoder_size),
+            annotations=(annotations, "B S A"),
+            final=(final, "B A"),
+            src_mask=(src_mask, "B S : bool"),
+        )
         projected_keys = self.attention.project_keys(annotations)  # U_a h_j, once per sentence: (B, S, h)
         hidden = torch.tanh(self.init(final))  # s_0: (B, H)
-        return BahdanauState(annotations, projected_keys, src_mask if self.mask_padding else None, hidden)
+        return BahdanauState(annotations, projected_keys, src_mask, hidden)
 
     def advance(self, embedded: Tensor, state: BahdanauState) -> tuple[BahdanauState, Tensor, Tensor]:
         """Attend from ``s_{i-1}``, then update the state: ``(state with s_i, c_i (B, A), α_i (B, S))``."""
-        context, weights = self.attention(state.hidden, state.annotations, mask=state.src_mask,
-                                          projected_keys=state.projected_keys)  # c_i (B, A), α_i (B, S) from s_{i-1}
+        context, weights = self.attention(
+            state.hidden, state.annotations, mask=state.src_mask, projected_keys=state.projected_keys
+        )  # c_i (B, A), α_i (B, S) from s_{i-1}
         hidden = self.cell(torch.cat([embedded, context], dim=-1), state.hidden)  # s_i: (B, E + A) -> (B, H)
         return state._replace(hidden=hidden), context, weights
 
@@ -96,20 +107,25 @@ class BahdanauDecoder(RNNDecoder):
         features = torch.cat([torch.stack(hidden, 1), torch.stack(contexts, 1), embedded], dim=-1)  # (B, T, H + A + E)
         return Output(self.out(features), torch.stack(weights, dim=1))  # (B, T, V), (B, T, S)
 
-    def extra_repr(self) -> str:
-        return "" if self.mask_padding else "mask_padding=False"
-
 
 class BahdanauSeq2Seq(EncoderDecoder):
     """RNNsearch: a packed bidirectional GRU :class:`~attnbook.rnn.Encoder` and a :class:`BahdanauDecoder`."""
 
     @classmethod
-    def build(cls, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 32, hidden_size: int = 64,
-              attention_dim: int = 64, bidirectional: bool = True, pad_id: int = 0,
-              mask_padding: bool = True, encoder_hidden_size: int | None = None) -> "BahdanauSeq2Seq":
-        """Encoder (``encoder_hidden_size`` per direction, default ``hidden_size``) and decoder (state ``hidden_size``)."""
+    def build(
+        cls,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        embed_dim: int = 32,
+        hidden_size: int = 64,
+        attention_dim: int = 64,
+        bidirectional: bool = True,
+        pad_id: int = 0,
+        encoder_hidden_size: int | None = None,
+    ) -> "BahdanauSeq2Seq":
+        """Encoder (``encoder_hidden_size`` per direction, default ``hidden_size``) and decoder
+        (state ``hidden_size``)."""
         encoder_hidden_size = hidden_size if encoder_hidden_size is None else encoder_hidden_size
-        encoder = Encoder(src_vocab_size, embed_dim, encoder_hidden_size, bidirectional, pad_id, pack=True)
-        decoder = BahdanauDecoder(tgt_vocab_size, embed_dim, hidden_size, encoder.output_size, attention_dim,
-                                  pad_id, mask_padding)
+        encoder = Encoder(src_vocab_size, embed_dim, encoder_hidden_size, bidirectional, pad_id)
+        decoder = BahdanauDecoder(tgt_vocab_size, embed_dim, hidden_size, encoder.output_size, attention_dim, pad_id)
         return cls(encoder, decoder, pad_id)

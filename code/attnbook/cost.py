@@ -54,9 +54,15 @@ def compare_speeds(steps: dict[str, Callable[[], object]], rounds: int = 7, repe
     for _ in range(rounds):
         for name, step in steps.items():
             per_round[name].append(1000 * seconds(step, repeat=repeat, warmup=0))
-    return {name: dict(median_ms=round(statistics.median(values), 4), low_ms=round(min(values), 4),
-                       high_ms=round(max(values), 4), rounds=rounds)
-            for name, values in per_round.items()}
+    return {
+        name: dict(
+            median_ms=round(statistics.median(values), 4),
+            low_ms=round(min(values), 4),
+            high_ms=round(max(values), 4),
+            rounds=rounds,
+        )
+        for name, values in per_round.items()
+    }
 
 
 def machine_state() -> dict:
@@ -64,8 +70,10 @@ def machine_state() -> dict:
     import os
 
     autogroup = Path("/proc/self/autogroup")
-    return {"load_average": [round(value, 2) for value in os.getloadavg()],
-            "autogroup": autogroup.read_text().strip() if autogroup.exists() else None}
+    return {
+        "load_average": [round(value, 2) for value in os.getloadavg()],
+        "autogroup": autogroup.read_text().strip() if autogroup.exists() else None,
+    }
 
 
 def write_benchmark(path: str | Path, results: dict) -> dict:
@@ -114,7 +122,9 @@ def log_slope(lengths: Sequence[float], values: Sequence[float]) -> float:
     """The slope of ``log(values)`` against ``log(lengths)`` by least squares: ``values ∝ lengths^slope``."""
     x, y = np.log(np.asarray(lengths, dtype=float)), np.log(np.asarray(values, dtype=float))
     if len(x) < 2 or np.any(~np.isfinite(x)) or np.any(~np.isfinite(y)):
-        raise ValueError(f"log_slope needs at least two positive lengths and values, got {list(lengths)} and {list(values)}")
+        raise ValueError(
+            f"log_slope needs at least two positive lengths and values, got {list(lengths)} and {list(values)}"
+        )
     dx = x - x.mean()
     # the least-squares slope in closed form: np.polyfit goes through LAPACK, whose last digits
     # can change with the BLAS build and its threads, and the notebooks store these numbers

@@ -91,8 +91,15 @@ class _Hypothesis(NamedTuple):
     weights: Tensor | None  # (steps, ..., S)
 
 
-def beam_search(model: nn.Module, src: Tensor, max_len: int, beam_size: int = 4, length_penalty: float = 0.0,
-                bos_id: int = BOS_ID, eos_id: int = EOS_ID) -> Decoded:
+def beam_search(
+    model: nn.Module,
+    src: Tensor,
+    max_len: int,
+    beam_size: int = 4,
+    length_penalty: float = 0.0,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+) -> Decoded:
     """Keep the ``beam_size`` likeliest prefixes of every row; return each row's best finished sequence.
 
     Each step, every beam proposes its ``2K`` likeliest next tokens and each row keeps its ``2K`` best
@@ -119,22 +126,38 @@ def beam_search(model: nn.Module, src: Tensor, max_len: int, beam_size: int = 4,
         rows = torch.arange(batch, device=src.device).repeat_interleave(K)  # (B·K,): the source row of each beam
         scores = torch.full((batch, K), float("-inf"), device=src.device)
         scores[:, 0] = 0.0  # one live beam per row to start with
-        beams = _Beams(reorder_state(model, model.start(src), rows), torch.full((batch * K, 1), bos_id, device=src.device),
-                       None, scores)
+        beams = _Beams(
+            reorder_state(model, model.start(src), rows),
+            torch.full((batch * K, 1), bos_id, device=src.device),
+            None,
+            scores,
+        )
         for _ in range(max_len):
             logits, state, weights = model.step(beams.state, beams.tokens[:, -1])  # logits (B·K, V)
             parent, token, score, tokens, history = _candidates(beams, logits, weights, K)  # (B, 2K) each, best first
             ends = (token == eos_id) & (torch.arange(2 * K, device=src.device) < K) & torch.isfinite(score)
             for b, c in ends.nonzero().tolist():
                 if not done[b]:
-                    finished[b].append(_Hypothesis(rank(float(score[b, c]), tokens.size(-1) - 1), float(score[b, c]),
-                                                   tokens[b, c, 1:-1].tolist(), None if history is None else history[b, c]))
+                    finished[b].append(
+                        _Hypothesis(
+                            rank(float(score[b, c]), tokens.size(-1) - 1),
+                            float(score[b, c]),
+                            tokens[b, c, 1:-1].tolist(),
+                            None if history is None else history[b, c],
+                        )
+                    )
             goes_on = (token != eos_id) & ((token != eos_id).cumsum(dim=1) <= K)  # (B, 2K): exactly K per row
             keep = goes_on.nonzero()[:, 1].view(batch, K)  # (B, K) candidate indices, best first
             pick = torch.arange(batch, device=src.device).unsqueeze(1), keep  # index (B, K) into (B, 2K, ...)
-            beams = _Beams(reorder_state(model, state, parent[pick].flatten()), tokens[pick].flatten(0, 1),
-                           None if history is None else history[pick].flatten(0, 1), score[pick])
-            ceiling = beams.scores[:, 0] / ((5 + max_len) / 6) ** length_penalty  # (B,) the best rank a live beam could reach
+            beams = _Beams(
+                reorder_state(model, state, parent[pick].flatten()),
+                tokens[pick].flatten(0, 1),
+                None if history is None else history[pick].flatten(0, 1),
+                score[pick],
+            )
+            ceiling = (
+                beams.scores[:, 0] / ((5 + max_len) / 6) ** length_penalty
+            )  # (B,) the best rank a live beam could reach
             for b in range(batch):
                 done[b] = done[b] or max((h.rank for h in finished[b]), default=float("-inf")) >= ceiling[b]
             if all(done):
@@ -143,10 +166,18 @@ def beam_search(model: nn.Module, src: Tensor, max_len: int, beam_size: int = 4,
         for k in range(K if not done[b] else 0):
             if torch.isfinite(beams.scores[b, k]):
                 row = beams.tokens[b * K + k, 1:]
-                finished[b].append(_Hypothesis(rank(float(beams.scores[b, k]), row.numel()), float(beams.scores[b, k]),
-                                               row.tolist(), None if beams.weights is None else beams.weights[b * K + k]))
+                finished[b].append(
+                    _Hypothesis(
+                        rank(float(beams.scores[b, k]), row.numel()),
+                        float(beams.scores[b, k]),
+                        row.tolist(),
+                        None if beams.weights is None else beams.weights[b * K + k],
+                    )
+                )
     best = [max(hypotheses, key=lambda h: h.rank) for hypotheses in finished]
-    weights = None if best[0].weights is None else nn.utils.rnn.pad_sequence([h.weights for h in best], batch_first=True)
+    weights = (
+        None if best[0].weights is None else nn.utils.rnn.pad_sequence([h.weights for h in best], batch_first=True)
+    )
     return Decoded([h.tokens for h in best], weights, torch.tensor([h.score for h in best], device=src.device))
 
 
@@ -159,7 +190,7 @@ def _candidates(beams: _Beams, logits: Tensor, weights: Tensor | None, K: int):
     batch = beams.scores.size(0)
     log_probs, proposed = logits.log_softmax(dim=-1).topk(min(2 * K, logits.size(-1)), dim=-1)  # (B·K, P) each
     totals = (beams.scores.view(-1, 1) + log_probs).view(batch, -1)  # (B, K·P): every beam's every proposal
-    order = totals.sort(dim=-1, descending=True, stable=True).indices[:, :2 * K]  # (B, 2K)
+    order = totals.sort(dim=-1, descending=True, stable=True).indices[:, : 2 * K]  # (B, 2K)
     offsets = torch.arange(batch, device=logits.device).unsqueeze(1) * K  # (B, 1): first beam of each row
     parent = order // log_probs.size(-1) + offsets  # (B, 2K)
     token = proposed.view(batch, -1).gather(1, order)  # (B, 2K)
@@ -171,8 +202,9 @@ def _candidates(beams: _Beams, logits: Tensor, weights: Tensor | None, K: int):
     return parent, token, totals.gather(1, order), tokens, history
 
 
-def translate(model: nn.Module, texts: Sequence[str], src_vocab, tgt_vocab, max_len: int | None = None,
-              beam_size: int = 1) -> list[str]:
+def translate(
+    model: nn.Module, texts: Sequence[str], src_vocab, tgt_vocab, max_len: int | None = None, beam_size: int = 1
+) -> list[str]:
     """Decode source strings into target strings: greedy for ``beam_size=1``, else :func:`beam_search`.
 
     Args:
@@ -191,8 +223,9 @@ def translate(model: nn.Module, texts: Sequence[str], src_vocab, tgt_vocab, max_
         raise ValueError(f"texts {empty} are empty strings; every source needs at least one symbol")
     ids = [src_vocab.encode(text) for text in texts]
     longest = max(len(row) for row in ids)
-    src = torch.tensor([row + [src_vocab.pad_id] * (longest - len(row)) for row in ids],
-                       dtype=torch.long, device=device_of(model))  # (N, S), padded on the right
+    src = torch.tensor(
+        [row + [src_vocab.pad_id] * (longest - len(row)) for row in ids], dtype=torch.long, device=device_of(model)
+    )  # (N, S), padded on the right
     max_len = 2 * longest + 10 if max_len is None else max_len
     if beam_size == 1:
         decoded = greedy_decode(model, src, max_len, bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id)

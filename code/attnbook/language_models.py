@@ -43,8 +43,15 @@ class MaskedTokens(NamedTuple):
     chosen: Tensor
 
 
-def mask_tokens(ids: Tensor, maskable: Tensor, mask_id: int, replacement_ids: Tensor, rate: float = 0.15,
-                generator: torch.Generator | None = None, ignore_index: int = -100) -> MaskedTokens:
+def mask_tokens(
+    ids: Tensor,
+    maskable: Tensor,
+    mask_id: int,
+    replacement_ids: Tensor,
+    rate: float = 0.15,
+    generator: torch.Generator | None = None,
+    ignore_index: int = -100,
+) -> MaskedTokens:
     """Choose ``rate`` of each row's maskable positions; replace 80 % of them by ``mask_id``, 10 % by a random
     id, and leave 10 % unchanged. The model must predict the original id at every chosen position.
 
@@ -55,8 +62,12 @@ def mask_tokens(ids: Tensor, maskable: Tensor, mask_id: int, replacement_ids: Te
     Shapes:
         ids ``(B, T)`` long, maskable ``(B, T)`` bool, replacement_ids ``(R,)`` long -> :class:`MaskedTokens`
     """
-    checks.shapes("mask_tokens", ids=(ids, "B T : long"), maskable=(maskable, "B T : bool"),
-                  replacement_ids=(replacement_ids, "R : long"))
+    checks.shapes(
+        "mask_tokens",
+        ids=(ids, "B T : long"),
+        maskable=(maskable, "B T : bool"),
+        replacement_ids=(replacement_ids, "R : long"),
+    )
     checks.in_range("rate", rate, 0.0, 1.0)
     count = (maskable.sum(dim=1).float() * rate).round().clamp(min=1).long()  # (B,) positions to choose per row
     # random numbers from the generator's device (the CPU's by default), then moved: the same draws on any device
@@ -90,14 +101,24 @@ class LMOutput(NamedTuple):
 class _TokenStack(nn.Module):
     """Token + learned position embeddings, ``N`` self-attention layers, a linear layer to the vocabulary."""
 
-    def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, d_ff: int, dropout: float,
-                 max_len: int, pad_id: int, norm_first: bool) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        num_heads: int,
+        num_layers: int,
+        d_ff: int,
+        dropout: float,
+        max_positions: int,
+        pad_id: int,
+        norm_first: bool,
+    ) -> None:
         super().__init__()
-        checks.positive_int(vocab_size=vocab_size, num_layers=num_layers, max_len=max_len)
+        checks.positive_int(vocab_size=vocab_size, num_layers=num_layers, max_positions=max_positions)
         checks.pad_id(pad_id, vocab_size)
-        self.pad_id, self.max_len, self.norm_first = pad_id, max_len, norm_first
+        self.pad_id, self.max_positions, self.norm_first = pad_id, max_positions, norm_first
         self.embedding = nn.Embedding(vocab_size, d_model)
-        self.positions = nn.Embedding(max_len, d_model)  # learned, as in BERT and GPT
+        self.positions = nn.Embedding(max_positions, d_model)  # learned, as in BERT and GPT
         self.dropout = nn.Dropout(dropout)
         layer = PreLNEncoderLayer if norm_first else EncoderLayer
         self.layers = nn.ModuleList(layer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
@@ -106,8 +127,10 @@ class _TokenStack(nn.Module):
 
     def run(self, ids: Tensor, mask: Tensor, offset: int = 0, caches: list[KVCache] | None = None) -> LMOutput:
         """The stack on ``ids`` at positions ``offset ..``, with ``mask`` broadcastable to ``(B, H, T, T_k)``."""
-        if offset + ids.size(1) > self.max_len:
-            raise ValueError(f"positions {offset}..{offset + ids.size(1) - 1} do not fit max_len={self.max_len}")
+        if offset + ids.size(1) > self.max_positions:
+            raise ValueError(
+                f"positions {offset}..{offset + ids.size(1) - 1} do not fit max_positions={self.max_positions}"
+            )
         where = torch.arange(offset, offset + ids.size(1), device=ids.device)  # (T,)
         x = self.dropout(self.embedding(ids) + self.positions(where))  # (B, T, d) + (T, d)
         weights = []
@@ -118,7 +141,7 @@ class _TokenStack(nn.Module):
         return LMOutput(self.head(x), torch.stack(weights, dim=1), x)  # (B, T, V), (B, N, H, T, T_k), (B, T, d)
 
     def extra_repr(self) -> str:
-        return f"pad_id={self.pad_id}, max_len={self.max_len}, norm_first={self.norm_first}"
+        return f"pad_id={self.pad_id}, max_positions={self.max_positions}, norm_first={self.norm_first}"
 
 
 class EncoderOnly(_TokenStack):
@@ -131,9 +154,19 @@ class EncoderOnly(_TokenStack):
         forward(ids ``(B, T)``) -> :class:`LMOutput` (logits ``(B, T, V)``, weights ``(B, N, H, T, T)``, hidden)
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 64, num_heads: int = 4, num_layers: int = 2, d_ff: int = 256,
-                 dropout: float = 0.0, max_len: int = 64, pad_id: int = 0, norm_first: bool = False) -> None:
-        super().__init__(vocab_size, d_model, num_heads, num_layers, d_ff, dropout, max_len, pad_id, norm_first)
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.0,
+        max_positions: int = 64,
+        pad_id: int = 0,
+        norm_first: bool = False,
+    ) -> None:
+        super().__init__(vocab_size, d_model, num_heads, num_layers, d_ff, dropout, max_positions, pad_id, norm_first)
 
     def forward(self, ids: Tensor) -> LMOutput:
         checks.shapes("EncoderOnly", ids=(ids, "B T : long"))
@@ -153,9 +186,19 @@ class DecoderOnly(_TokenStack):
         after ``t`` cached positions)
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 64, num_heads: int = 4, num_layers: int = 2, d_ff: int = 256,
-                 dropout: float = 0.0, max_len: int = 64, pad_id: int = 0, norm_first: bool = True) -> None:
-        super().__init__(vocab_size, d_model, num_heads, num_layers, d_ff, dropout, max_len, pad_id, norm_first)
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.0,
+        max_positions: int = 64,
+        pad_id: int = 0,
+        norm_first: bool = True,
+    ) -> None:
+        super().__init__(vocab_size, d_model, num_heads, num_layers, d_ff, dropout, max_positions, pad_id, norm_first)
 
     def new_caches(self) -> list[KVCache]:
         """One empty key/value cache per layer."""
@@ -174,8 +217,9 @@ class DecoderOnly(_TokenStack):
 # ============================================================ generation
 
 
-def next_token(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
-               generator: torch.Generator | None = None) -> Tensor:
+def next_token(
+    logits: Tensor, temperature: float = 1.0, top_k: int | None = None, generator: torch.Generator | None = None
+) -> Tensor:
     """Pick one id per row: ``argmax`` for ``temperature=0``, else a draw from ``softmax(logits / temperature)``
     restricted to the ``top_k`` likeliest ids (all ids for ``None``).
 
@@ -195,8 +239,16 @@ def next_token(logits: Tensor, temperature: float = 1.0, top_k: int | None = Non
     return torch.multinomial(probs.to(on), 1, generator=generator).squeeze(1).to(logits.device)  # (B,)
 
 
-def generate(model: DecoderOnly, prompt: Tensor, steps: int, temperature: float = 1.0, top_k: int | None = None,
-             generator: torch.Generator | None = None, use_cache: bool = True, eos_id: int | None = None) -> Tensor:
+def generate(
+    model: DecoderOnly,
+    prompt: Tensor,
+    steps: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    eos_id: int | None = None,
+) -> Tensor:
     """Extend ``prompt`` by ``steps`` tokens, one at a time, each chosen by :func:`next_token`.
 
     With ``use_cache`` the prompt is run once and every later step runs only the newest token, attending to

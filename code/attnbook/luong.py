@@ -67,11 +67,22 @@ class LuongDecoder(RNNDecoder):
 
     State = LuongState
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, encoder_size: int, score: str = "general",
-                 local_window: int | None = None, pad_id: int = 0) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        hidden_size: int,
+        encoder_size: int,
+        score: str = "general",
+        local_window: int | None = None,
+        pad_id: int = 0,
+    ) -> None:
         super().__init__(vocab_size, embed_dim, hidden_size, encoder_size, pad_id)
-        self.attention = (LuongAttention(score, hidden_size, encoder_size) if local_window is None
-                          else LocalPAttention(score, hidden_size, encoder_size, D=local_window))
+        self.attention = (
+            LuongAttention(score, hidden_size, encoder_size)
+            if local_window is None
+            else LocalPAttention(score, hidden_size, encoder_size, D=local_window)
+        )
         self.init = nn.Linear(encoder_size, hidden_size)  # W_init
         self.rnn = self.recurrence(embed_dim, hidden_size)
         self.W_c = nn.Linear(encoder_size + hidden_size, hidden_size, bias=False)
@@ -82,16 +93,22 @@ class LuongDecoder(RNNDecoder):
         return nn.GRU(embed_dim, hidden_size, batch_first=True)
 
     def start(self, annotations: Tensor, final: Tensor, src_mask: Tensor) -> LuongState:
-        checks.shapes(type(self).__name__, dict(A=self.encoder_size), annotations=(annotations, "B S A"),
-                      final=(final, "B A"), src_mask=(src_mask, "B S : bool"))
+        checks.shapes(
+            type(self).__name__,
+            dict(A=self.encoder_size),
+            annotations=(annotations, "B S A"),
+            final=(final, "B A"),
+            src_mask=(src_mask, "B S : bool"),
+        )
         hidden = torch.tanh(self.init(final))  # h_0: (B, H)
         projected_keys = self.attention.project_keys(annotations)  # once per sentence: (B, S, k)
         return LuongState(annotations, projected_keys, src_mask, hidden, torch.zeros_like(hidden))  # h̃_0 = 0
 
     def attentional_state(self, hidden: Tensor, state: LuongState) -> tuple[Tensor, Tensor]:
         """``h̃ = tanh(W_c [c; h])`` and the weights, for one state ``(B, H)`` or all steps ``(B, T, H)``."""
-        context, weights = self.attention(hidden, state.annotations, mask=state.src_mask,
-                                          projected_keys=state.projected_keys)  # c_t (B, [T,] A), a_t (B, [T,] S)
+        context, weights = self.attention(
+            hidden, state.annotations, mask=state.src_mask, projected_keys=state.projected_keys
+        )  # c_t (B, [T,] A), a_t (B, [T,] S)
         return torch.tanh(self.W_c(torch.cat([context, hidden], dim=-1))), weights  # (B, [T,] A + H) -> (B, [T,] H)
 
     def step(self, state: LuongState, prev: Tensor) -> Step:
@@ -142,9 +159,19 @@ class LuongSeq2Seq(EncoderDecoder):
     """A packed bidirectional GRU :class:`~attnbook.rnn.Encoder` and a Luong decoder."""
 
     @classmethod
-    def build(cls, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 32, hidden_size: int = 64,
-              score: str = "general", input_feeding: bool = True, local_window: int | None = None,
-              bidirectional: bool = True, pad_id: int = 0, encoder_hidden_size: int | None = None) -> "LuongSeq2Seq":
+    def build(
+        cls,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        embed_dim: int = 32,
+        hidden_size: int = 64,
+        score: str = "general",
+        input_feeding: bool = True,
+        local_window: int | None = None,
+        bidirectional: bool = True,
+        pad_id: int = 0,
+        encoder_hidden_size: int | None = None,
+    ) -> "LuongSeq2Seq":
         """Encoder and decoder with matching sizes.
 
         As in the paper the annotations have the decoder's size ``hidden_size`` (``hidden_size // 2`` per
@@ -153,11 +180,15 @@ class LuongSeq2Seq(EncoderDecoder):
         """
         if encoder_hidden_size is None:
             if bidirectional and hidden_size % 2:
-                raise ValueError(f"hidden_size={hidden_size} must be even with a bidirectional encoder (each direction "
-                                 "gets hidden_size // 2 units so that the annotations have the decoder's size), "
-                                 "or give encoder_hidden_size")
+                raise ValueError(
+                    f"hidden_size={hidden_size} must be even with a bidirectional encoder (each direction "
+                    "gets hidden_size // 2 units so that the annotations have the decoder's size), "
+                    "or give encoder_hidden_size"
+                )
             encoder_hidden_size = hidden_size // 2 if bidirectional else hidden_size
-        encoder = Encoder(src_vocab_size, embed_dim, encoder_hidden_size, bidirectional, pad_id, pack=True)
+        encoder = Encoder(src_vocab_size, embed_dim, encoder_hidden_size, bidirectional, pad_id)
         decoder_class = InputFeedingDecoder if input_feeding else LuongDecoder
-        decoder = decoder_class(tgt_vocab_size, embed_dim, hidden_size, encoder.output_size, score, local_window, pad_id)
+        decoder = decoder_class(
+            tgt_vocab_size, embed_dim, hidden_size, encoder.output_size, score, local_window, pad_id
+        )
         return cls(encoder, decoder, pad_id)

@@ -21,8 +21,9 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return exps / exps.sum(axis=axis, keepdims=True)
 
 
-def scaled_dot_product_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
-                                 mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def scaled_dot_product_attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """``softmax(Q Kᵀ / √d_k) V`` and the weights; ``mask`` (bool, True = may attend) zeroes weights.
 
     A row with nothing to attend gets zero weights (a ``-inf`` fill would give ``0 / 0 = NaN`` there).
@@ -56,7 +57,7 @@ def running_softmax_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, block
     l = np.zeros(q.shape[:-1] + (1,))  # (..., L_q, 1): Σ exp(score - m)
     acc = np.zeros(q.shape[:-1] + (v.shape[-1],))  # (..., L_q, d_v): Σ exp(score - m) · value
     for start in range(0, k.shape[-2], block_size):
-        k_block, v_block = k[..., start:start + block_size, :], v[..., start:start + block_size, :]  # (..., b, d)
+        k_block, v_block = k[..., start : start + block_size, :], v[..., start : start + block_size, :]  # (..., b, d)
         scores = q @ np.swapaxes(k_block, -1, -2) / np.sqrt(q.shape[-1])  # (..., L_q, b): one tile
         m_new = np.maximum(m, scores.max(axis=-1, keepdims=True))  # (..., L_q, 1)
         rescale = np.exp(m - m_new)  # (..., L_q, 1): old sums were relative to the old maximum

@@ -97,9 +97,15 @@ def attention_explorer(query_tokens, key_tokens, weights, title=None, query=0, l
     weights = _explorer_weights(weights, len(queries), len(keys))  # (layers, H, T_q, T_k)
     _check_in_unit_interval(weights)
     _check_start(query, layer, head, weights.shape)
-    data = dict(title="" if title is None else str(title), queries=queries, keys=keys,
-                weights=np.rint(weights * 100).astype(int).tolist(),  # hundredths
-                query=int(query), layer=int(layer), head=head if head == "all" else int(head))
+    data = dict(
+        title="" if title is None else str(title),
+        queries=queries,
+        keys=keys,
+        weights=np.rint(weights * 100).astype(int).tolist(),  # hundredths
+        query=int(query),
+        layer=int(layer),
+        head=head if head == "all" else int(head),
+    )
     return AttentionExplorer(data)
 
 
@@ -121,8 +127,10 @@ class AttentionExplorer:
 
     def __repr__(self) -> str:
         layers, heads = len(self.data["weights"]), len(self.data["weights"][0])
-        return (f"AttentionExplorer({self.data['title']!r}: {layers} layer(s) x {heads} head(s), "
-                f"{len(self.data['queries'])} queries x {len(self.data['keys'])} keys)")
+        return (
+            f"AttentionExplorer({self.data['title']!r}: {layers} layer(s) x {heads} head(s), "
+            f"{len(self.data['queries'])} queries x {len(self.data['keys'])} keys)"
+        )
 
 
 def plot_history(history, metrics=DEFAULT_HISTORY_METRICS, ax=None):
@@ -168,17 +176,13 @@ def plot_accuracy_by_length(curves, ax=None, title=None):
         ValueError: if ``curves`` is empty or a curve is not a dict.
     """
     if not isinstance(curves, dict) or not curves:
-        raise ValueError(
-            "curves must be a non-empty dict {label: {source length: exact match}}, "
-            f"got {curves!r}"
-        )
+        raise ValueError(f"curves must be a non-empty dict {{label: {{source length: exact match}}}}, got {curves!r}")
     if ax is None:
         ax = _new_axes()
     for label, curve in curves.items():
         if not isinstance(curve, dict):
             raise ValueError(
-                f"curve {label!r} must be a dict {{source length: exact match}}, "
-                f"got {type(curve).__name__}"
+                f"curve {label!r} must be a dict {{source length: exact match}}, got {type(curve).__name__}"
             )
         lengths = sorted(curve)
         ax.plot(lengths, [curve[n] for n in lengths], marker="o", label=str(label))
@@ -276,12 +280,15 @@ def _explorer_weights(weights: np.ndarray, num_queries: int, num_keys: int) -> n
     shape = tuple(weights.shape)
     if weights.ndim not in (2, 3, 4):
         hint = "; for a batch, pass one example, e.g. weights[0]" if weights.ndim > 4 else ""
-        raise ValueError(f"weights must have shape (T_q, T_k), (H, T_q, T_k) or (layers, H, T_q, T_k), "
-                         f"got shape {shape}{hint}")
+        raise ValueError(
+            f"weights must have shape (T_q, T_k), (H, T_q, T_k) or (layers, H, T_q, T_k), got shape {shape}{hint}"
+        )
     if shape[-2:] != (num_queries, num_keys):
         swapped = " (swapped query_tokens and key_tokens?)" if shape[-2:] == (num_keys, num_queries) else ""
-        raise ValueError(f"weights have shape {shape} but there are {num_queries} query tokens and {num_keys} "
-                         f"key tokens: the last two dimensions must be ({num_queries}, {num_keys}){swapped}")
+        raise ValueError(
+            f"weights have shape {shape} but there are {num_queries} query tokens and {num_keys} "
+            f"key tokens: the last two dimensions must be ({num_queries}, {num_keys}){swapped}"
+        )
     if not np.isfinite(weights).all():
         raise ValueError(f"weights contain NaN or infinite values (shape {shape}); pass softmax weights")
     return weights.reshape((1,) * (4 - weights.ndim) + shape)
@@ -294,8 +301,9 @@ def _check_start(query, layer, head, shape) -> None:
             continue
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 <= value < size:
             allowed = f"an int in [0, {size - 1}]" + (' or "all"' if name == "head" else "")
-            raise ValueError(f"{name} must be {allowed} for weights of shape (layers, H, T_q, T_k) = {shape}, "
-                             f"got {value!r}")
+            raise ValueError(
+                f"{name} must be {allowed} for weights of shape (layers, H, T_q, T_k) = {shape}, got {value!r}"
+            )
 
 
 def _explorer_html(data: dict) -> str:
@@ -304,12 +312,19 @@ def _explorer_html(data: dict) -> str:
     element_id = "attention-explorer-" + hashlib.sha256(payload.encode()).hexdigest()[:12]
     layers, heads = len(data["weights"]), len(data["weights"][0])
     text = html.escape
-    queries = "".join(f'<button type="button" class="ae-query" data-index="{i}" tabindex="-1">{text(token)}</button>'
-                      for i, token in enumerate(data["queries"]))
-    keys = "".join(f'<span class="ae-key"><span class="ae-token">{text(token)}</span><span class="ae-weight"></span></span>'
-                   for token in data["keys"])
-    rows = "".join(f'<div class="ae-row" data-head="{h}"><span class="ae-label">'
-                   f'{f"head {h + 1}" if heads > 1 else "keys"}</span>{keys}</div>' for h in range(heads))
+    queries = "".join(
+        f'<button type="button" class="ae-query" data-index="{i}" tabindex="-1">{text(token)}</button>'
+        for i, token in enumerate(data["queries"])
+    )
+    keys = "".join(
+        f'<span class="ae-key"><span class="ae-token">{text(token)}</span><span class="ae-weight"></span></span>'
+        for token in data["keys"]
+    )
+    rows = "".join(
+        f'<div class="ae-row" data-head="{h}"><span class="ae-label">'
+        f"{f'head {h + 1}' if heads > 1 else 'keys'}</span>{keys}</div>"
+        for h in range(heads)
+    )
     menus = ""
     if layers > 1:
         options = "".join(f'<option value="{n}">layer {n + 1}</option>' for n in range(layers))
@@ -322,16 +337,17 @@ def _explorer_html(data: dict) -> str:
     json_text = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return (
         f'<div class="attention-explorer" id="{element_id}">'
-        f'<style>{_explorer_asset("attention_explorer.css")}</style>'
+        f"<style>{_explorer_asset('attention_explorer.css')}</style>"
         f'<div class="ae-title">{text(data["title"])}</div>'
         f'<div class="ae-controls">{menus}</div>'
-        f'<div class="ae-queries" role="toolbar" aria-label="query tokens"><span class="ae-label">query</span>{queries}</div>'
+        '<div class="ae-queries" role="toolbar" aria-label="query tokens">'
+        f'<span class="ae-label">query</span>{queries}</div>'
         f'<div class="ae-keys" style="{columns}">{rows}</div>'
         f'<p class="ae-status" aria-live="polite">The weights show when this output\'s script runs: on the '
-        f'book\'s website, or in a notebook once you run the cell (or trust the notebook).</p>'
+        f"book's website, or in a notebook once you run the cell (or trust the notebook).</p>"
         f'<script type="application/json" class="ae-data">{json_text}</script>'
-        f'<script>{_explorer_asset("attention_explorer.js")}</script>'
-        f'</div>'
+        f"<script>{_explorer_asset('attention_explorer.js')}</script>"
+        f"</div>"
     )
 
 

@@ -8,7 +8,6 @@ the Transformer (Chapter 6) all implement :class:`Seq2SeqModel`, so one training
 from __future__ import annotations
 
 import contextlib
-
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch

@@ -99,8 +99,7 @@ class Record:
             raise KeyError(f"record {self.name!r} has no arm {arm!r}; its arms are {', '.join(self.arms)}")
         per_seed = [self.data["values"][arm][str(seed)] for seed in self.seeds]
         if measure not in per_seed[0]:
-            raise KeyError(f"record {self.name!r} has no measure {measure!r}; "
-                           f"it has {', '.join(sorted(per_seed[0]))}")
+            raise KeyError(f"record {self.name!r} has no measure {measure!r}; it has {', '.join(sorted(per_seed[0]))}")
         return [_at(values[measure], at, measure) for values in per_seed]
 
     def summary(self, arm: str, measure: str, at: int | None = None) -> Summary:
@@ -117,8 +116,10 @@ class Record:
         return max((len(value) for value in measures.values() if isinstance(value, list)), default=0)
 
     def __repr__(self) -> str:
-        return (f"Record({self.name!r}: {len(self.arms)} arms x {len(self.seeds)} seeds, "
-                f"recorded {self.data['provenance']['date']})")
+        return (
+            f"Record({self.name!r}: {len(self.arms)} arms x {len(self.seeds)} seeds, "
+            f"recorded {self.data['provenance']['date']})"
+        )
 
 
 def _at(value, at: int | None, measure: str) -> float:
@@ -169,10 +170,19 @@ def record(name: str, seeds: tuple[int, ...] | None = None, progress: bool = Tru
             bar.update()
     if bar is not None:
         bar.close()
-    data = dict(name=name, description=experiment.description, chapter=experiment.chapter,
-                settings=experiment.settings, arms=list(experiment.arms), seeds=list(seeds), values=values,
-                summary=_summaries(values, seeds), replay=experiment.replay,
-                wall_seconds=round(time.perf_counter() - started, 1), provenance=provenance())
+    data = dict(
+        name=name,
+        description=experiment.description,
+        chapter=experiment.chapter,
+        settings=experiment.settings,
+        arms=list(experiment.arms),
+        seeds=list(seeds),
+        values=values,
+        summary=_summaries(values, seeds),
+        replay=experiment.replay,
+        wall_seconds=round(time.perf_counter() - started, 1),
+        provenance=provenance(),
+    )
     if write:
         path = record_path(name)
         path.parent.mkdir(exist_ok=True)
@@ -198,13 +208,15 @@ def _summaries(values: dict, seeds: tuple[int, ...]) -> dict:
             if len(seeds) < 2 or any(value is None for value in np.ravel(np.array(runs, dtype=object))):
                 continue
             columns = zip(*runs) if isinstance(runs[0], list) else [runs]
-            out[arm][measure] = [{key: round(number, 6) for key, number in summarize(column)._asdict().items()}
-                                 for column in columns]
+            out[arm][measure] = [
+                {key: round(number, 6) for key, number in summarize(column)._asdict().items()} for column in columns
+            ]
     return out
 
 
 def _plain(values: dict) -> dict:
     """JSON-ready copies: Python floats and ints, lists of them."""
+
     def plain(value):
         if isinstance(value, (list, tuple)):
             return [plain(item) for item in value]
@@ -221,15 +233,27 @@ def provenance() -> dict:
     """Where numbers were made: commit, versions, CPUs, torch's thread count, date, command."""
     root = Path(__file__).resolve().parents[2]
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "code"], cwd=root, capture_output=True,
-                                    text=True).stdout.strip())
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "code"], cwd=root, capture_output=True, text=True
+            ).stdout.strip()
+        )
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = None, None
-    return dict(commit=commit, code_changed_since_commit=dirty, torch=torch.__version__, numpy=np.__version__,
-                python=platform.python_version(), cpus=os.cpu_count(), threads=torch.get_num_threads(),
-                date=datetime.date.today().isoformat(), command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
+    return dict(
+        commit=commit,
+        code_changed_since_commit=dirty,
+        torch=torch.__version__,
+        numpy=np.__version__,
+        python=platform.python_version(),
+        cpus=os.cpu_count(),
+        threads=torch.get_num_threads(),
+        date=datetime.date.today().isoformat(),
+        command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    )
 
 
 def _progress(total: int, name: str):

@@ -16,12 +16,24 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from attnbook import _checks as checks
 from attnbook.protocol import Output, Step
 
-__all__ = ["Encoder", "EncoderDecoder", "RNNDecoder", "Decoder", "DecoderState", "Seq2Seq", "source_lengths"]
+__all__ = ["Encoded", "Encoder", "EncoderDecoder", "RNNDecoder", "Decoder", "DecoderState", "Seq2Seq", "source_lengths"]
 
 
 def source_lengths(src: Tensor, pad_id: int) -> Tensor:
-    """Real tokens per row of a right-padded source: ``(B, S) -> (B,)``; a ValueError for an empty row or left padding."""
+    """Real tokens per row of a right-padded source: ``(B, S) -> (B,)``; a ValueError for an empty row
+    or left padding."""
     return checks.right_padded(src, pad_id).sum(dim=1)
+
+
+class Encoded(NamedTuple):
+    """What a recurrent encoder returns: every position's output and the final state.
+
+    Shapes:
+        annotations ``(B, S, A)``; final ``(B, A)``: Chapter 1's context vector
+    """
+
+    annotations: Tensor
+    final: Tensor
 
 
 class Encoder(nn.Module):
@@ -33,33 +45,38 @@ class Encoder(nn.Module):
     Args:
         vocab_size, embed_dim, hidden_size: ``V``, ``E``, ``H`` (per direction).
         bidirectional: also read right to left. pad_id: padding id (zero embedding).
-        pack: run the GRU over real tokens only; ``False`` exists to show what goes wrong without it.
+
+    The GRU runs over each row's real tokens only (a packed sequence), so padding changes nothing;
+    Chapter 1 shows what reading the padding too would do.
 
     Shapes:
-        src ``(B, S)`` long, lengths ``(B,)`` -> (outputs ``(B, S, A)``, zero at padding when packed;
+        src ``(B, S)`` long, lengths ``(B,)`` -> (outputs ``(B, S, A)``, zero at padding;
         final ``(B, A)``)
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, bidirectional: bool = False,
-                 pad_id: int = 0, pack: bool = True) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        hidden_size: int,
+        bidirectional: bool = False,
+        pad_id: int = 0,
+    ) -> None:
         super().__init__()
         checks.positive_int(vocab_size=vocab_size, embed_dim=embed_dim, hidden_size=hidden_size)
         checks.pad_id(pad_id, vocab_size)
-        self.hidden_size, self.bidirectional, self.pad_id, self.pack = hidden_size, bool(bidirectional), pad_id, pack
+        self.hidden_size, self.bidirectional, self.pad_id = hidden_size, bool(bidirectional), pad_id
         self.output_size = hidden_size * (2 if bidirectional else 1)
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
         self.gru = nn.GRU(embed_dim, hidden_size, batch_first=True, bidirectional=self.bidirectional)
 
-    def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, src: Tensor, lengths: Tensor) -> Encoded:
         self.check(src, lengths)
         embedded = self.embedding(src)  # (B, S, E)
-        if self.pack:
-            packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
-            packed_outputs, h_n = self.gru(packed)  # h_n: (D, B, H), rows in the original order
-            outputs, _ = pad_packed_sequence(packed_outputs, batch_first=True, total_length=src.size(1))  # (B, S, A)
-        else:
-            outputs, h_n = self.gru(embedded)  # the GRU reads the pads too: h_n is after the last column
-        return outputs, torch.cat(list(h_n), dim=-1)  # D x (B, H) -> (B, A)
+        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        packed_outputs, h_n = self.gru(packed)  # h_n: (D, B, H), rows in the original order
+        outputs, _ = pad_packed_sequence(packed_outputs, batch_first=True, total_length=src.size(1))  # (B, S, A)
+        return Encoded(outputs, torch.cat(list(h_n), dim=-1))  # (B, S, A), D x (B, H) -> (B, A)
 
     def check(self, src: Tensor, lengths: Tensor) -> None:
         """Token ids ``(B, S)`` and one length in ``1..S`` per row."""
@@ -79,15 +96,17 @@ class EncoderDecoder(nn.Module):
     def __init__(self, encoder: Encoder, decoder: nn.Module, pad_id: int = 0) -> None:
         super().__init__()
         if decoder.encoder_size != encoder.output_size:
-            raise ValueError(f"decoder expects encoder outputs of size encoder_size={decoder.encoder_size} but the "
-                             f"encoder gives {encoder.output_size} ({'bi' if encoder.bidirectional else 'uni'}"
-                             f"directional, hidden_size={encoder.hidden_size})")
+            raise ValueError(
+                f"decoder expects encoder outputs of size encoder_size={decoder.encoder_size} but the "
+                f"encoder gives {encoder.output_size} ({'bi' if encoder.bidirectional else 'uni'}"
+                f"directional, hidden_size={encoder.hidden_size})"
+            )
         checks.same("pad_id", pad_id, "the encoder's pad_id", encoder.pad_id)
         checks.same("pad_id", pad_id, "the decoder's pad_id", decoder.pad_id)
         self.encoder, self.decoder, self.pad_id = encoder, decoder, pad_id
 
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """``(annotations (B, S, A), final (B, A))``, lengths counted from ``src != pad_id``."""
+    def encode(self, src: Tensor) -> Encoded:
+        """``Encoded(annotations (B, S, A), final (B, A))``, lengths counted from ``src != pad_id``."""
         return self.encoder(src, source_lengths(src, self.pad_id))
 
     def forward(self, src: Tensor, tgt_in: Tensor):
@@ -99,7 +118,9 @@ class EncoderDecoder(nn.Module):
         return self.decoder.start(annotations, final, src != self.pad_id)
 
     def step(self, state, prev: Tensor) -> Step:
-        checks.instance("state", state, self.decoder.State, f"the {self.decoder.State.__name__} returned by start or step")
+        checks.instance(
+            "state", state, self.decoder.State, f"the {self.decoder.State.__name__} returned by start or step"
+        )
         checks.shapes("step", **{"state.hidden": (state.hidden, "B H")}, prev=(prev, "B : long"))
         return self.decoder.step(state, prev)
 
@@ -115,11 +136,13 @@ class RNNDecoder(nn.Module):
     """What every RNN decoder has: sizes, padding id, target embedding; subclasses add a ``State`` class,
     ``start(annotations, final, src_mask)``, ``step(state, prev)`` and ``forward(tgt_in, state)``."""
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, encoder_size: int, pad_id: int = 0,
-                 **more_sizes: int) -> None:
+    def __init__(
+        self, vocab_size: int, embed_dim: int, hidden_size: int, encoder_size: int, pad_id: int = 0, **more_sizes: int
+    ) -> None:
         super().__init__()
-        checks.positive_int(vocab_size=vocab_size, embed_dim=embed_dim, hidden_size=hidden_size,
-                            encoder_size=encoder_size, **more_sizes)
+        checks.positive_int(
+            vocab_size=vocab_size, embed_dim=embed_dim, hidden_size=hidden_size, encoder_size=encoder_size, **more_sizes
+        )
         checks.pad_id(pad_id, vocab_size)
         self.hidden_size, self.encoder_size, self.pad_id = hidden_size, encoder_size, pad_id
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
@@ -162,7 +185,9 @@ class Decoder(RNNDecoder):
     def forward(self, tgt_in: Tensor, state: DecoderState) -> Output:
         embedded = self.embedding(tgt_in)  # (B, T, E)
         context = state.context.unsqueeze(1).expand(-1, tgt_in.size(1), -1)  # (B, C) -> (B, T, C)
-        states, _ = self.gru(torch.cat([embedded, context], dim=-1), state.hidden.unsqueeze(0))  # all T at once: (B, T, H)
+        states, _ = self.gru(
+            torch.cat([embedded, context], dim=-1), state.hidden.unsqueeze(0)
+        )  # all T at once: (B, T, H)
         return Output(self.out(torch.cat([states, context, embedded], dim=-1)), None)  # (B, T, V)
 
 
@@ -170,9 +195,16 @@ class Seq2Seq(EncoderDecoder):
     """Chapter 1's model: an :class:`Encoder` whose final state is the context vector, and a :class:`Decoder`."""
 
     @classmethod
-    def build(cls, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 32, hidden_size: int = 128,
-              bidirectional: bool = True, pad_id: int = 0, pack: bool = True) -> "Seq2Seq":
+    def build(
+        cls,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        embed_dim: int = 32,
+        hidden_size: int = 128,
+        bidirectional: bool = True,
+        pad_id: int = 0,
+    ) -> "Seq2Seq":
         """Encoder and decoder with matching sizes (the context has ``hidden_size · D`` features)."""
-        encoder = Encoder(src_vocab_size, embed_dim, hidden_size, bidirectional, pad_id, pack)
+        encoder = Encoder(src_vocab_size, embed_dim, hidden_size, bidirectional, pad_id)
         decoder = Decoder(tgt_vocab_size, embed_dim, hidden_size, encoder.output_size, pad_id)
         return cls(encoder, decoder, pad_id)

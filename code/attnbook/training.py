@@ -21,7 +21,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from attnbook import _checks as checks
 from attnbook.decoding import BOS_ID, EOS_ID, greedy_decode
 from attnbook.metrics import exact_match
-from attnbook.protocol import evaluating
+from attnbook.protocol import device_of, evaluating
 
 __all__ = ["fit", "evaluate", "History", "count_parameters", "train_on_tensors", "warmup_schedule"]
 
@@ -124,8 +124,9 @@ def fit(
         raise ValueError(f"clip must be a positive max gradient norm or None, got {clip!r}")
     checks.in_range("label_smoothing", label_smoothing, 0.0, 1.0)
     if isinstance(train, Iterator) and epochs > 1:
-        raise ValueError("train is a one-shot iterator (e.g. a generator) but epochs > 1; "
-                         "pass a list of batches or data.Batches")
+        raise ValueError(
+            "train is a one-shot iterator (e.g. a generator) but epochs > 1; pass a list of batches or data.Batches"
+        )
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True) if optimizer is None else optimizer
     if scheduler is not None and getattr(scheduler, "optimizer", optimizer) is not optimizer:
         raise ValueError("scheduler was built on a different optimizer; pass that optimizer as optimizer=...")
@@ -135,16 +136,25 @@ def fit(
         train_loss = train_epoch(model, train, optimizer, scheduler, clip, label_smoothing, history.step_losses)
         seconds = time.perf_counter() - started
         metrics = evaluate(model, valid, max_len, decode) if valid is not None else dict.fromkeys(VALID_KEYS)
-        history.append(dict(epoch=epoch, train_loss=train_loss, **metrics, seconds=seconds,
-                            lr=optimizer.param_groups[0]["lr"]))
+        history.append(
+            dict(epoch=epoch, train_loss=train_loss, **metrics, seconds=seconds, lr=optimizer.param_groups[0]["lr"])
+        )
         if show:
             print(f"epoch {epoch}/{epochs}  {_format_record(history.records[-1])}", flush=True)
     return history
 
 
-def train_epoch(model, train, optimizer, scheduler=None, clip: float | None = 1.0, label_smoothing: float = 0.0,
-                step_losses: list | None = None) -> float:
-    """One pass over ``train``; returns the mean loss per target token (each step's loss appended to ``step_losses``)."""
+def train_epoch(
+    model,
+    train,
+    optimizer,
+    scheduler=None,
+    clip: float | None = 1.0,
+    label_smoothing: float = 0.0,
+    step_losses: list | None = None,
+) -> float:
+    """One pass over ``train``; returns the mean loss per target token (each step's loss appended to
+    ``step_losses``)."""
     model.train()
     total_loss, total_tokens = 0.0, 0
     for batch in train:
@@ -171,13 +181,19 @@ def batch_loss(model, batch, label_smoothing: float = 0.0) -> tuple[Tensor, int]
     Shapes:
         batch.src ``(B, S)``, batch.tgt_in ``(B, T)``, batch.tgt_out ``(B, T)``; logits ``(B, T, V)``
     """
-    batch = batch.to(_device(model))  # the model's device: a GPU model gets GPU tensors
+    batch = batch.to(device_of(model))  # the model's device: a GPU model gets GPU tensors
     logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
     if logits.shape[:2] != batch.tgt_out.shape:
-        raise ValueError(f"model gave logits of shape {tuple(logits.shape)} for tgt_out of shape "
-                         f"{tuple(batch.tgt_out.shape)}; expected (B, T, V)")
-    loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),  # (B·T, V), (B·T,)
-                           ignore_index=model.pad_id, label_smoothing=label_smoothing)
+        raise ValueError(
+            f"model gave logits of shape {tuple(logits.shape)} for tgt_out of shape "
+            f"{tuple(batch.tgt_out.shape)}; expected (B, T, V)"
+        )
+    loss = F.cross_entropy(
+        logits.flatten(0, 1),
+        batch.tgt_out.flatten(),  # (B·T, V), (B·T,)
+        ignore_index=model.pad_id,
+        label_smoothing=label_smoothing,
+    )
     return loss, int((batch.tgt_out != model.pad_id).sum())
 
 
@@ -198,27 +214,39 @@ def evaluate(model: nn.Module, batches: Iterable, max_len: int | None = None, de
     loss, correct, tokens, decoded, targets = 0.0, 0, 0, [], []
     with evaluating(model):
         for batch in batches:
-            batch = batch.to(_device(model))
+            batch = batch.to(device_of(model))
             logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
             real = batch.tgt_out != model.pad_id  # (B, T)
-            loss += F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.pad_id,
-                                    reduction="sum").item()
+            loss += F.cross_entropy(
+                logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.pad_id, reduction="sum"
+            ).item()
             correct += int(((logits.argmax(dim=-1) == batch.tgt_out) & real).sum())
             tokens += int(real.sum())
             if decode:
                 rows = [[i for i in row if i != model.pad_id] for row in batch.tgt_out.tolist()]  # without padding
-                rows = [row[:row.index(EOS_ID)] if EOS_ID in row else row for row in rows]  # and without eos
+                rows = [row[: row.index(EOS_ID)] if EOS_ID in row else row for row in rows]  # and without eos
                 steps = max_len if max_len is not None else max(map(len, rows)) + 5
                 decoded += greedy_decode(model, batch.src, steps, bos_id=BOS_ID, eos_id=EOS_ID).tokens
                 targets += rows
     if tokens == 0:
         raise ValueError("evaluate got no batches with target tokens")
-    return dict(valid_loss=loss / tokens, teacher_forced_accuracy=correct / tokens,
-                exact_match=exact_match(decoded, targets) if decode else None)
+    return dict(
+        valid_loss=loss / tokens,
+        teacher_forced_accuracy=correct / tokens,
+        exact_match=exact_match(decoded, targets) if decode else None,
+    )
 
 
-def train_on_tensors(model: nn.Module, inputs: Tensor, targets: Tensor, loss_fn, epochs: int, lr: float = 1e-2,
-                     batch_size: int = 50, seed: int = 0) -> float:
+def train_on_tensors(
+    model: nn.Module,
+    inputs: Tensor,
+    targets: Tensor,
+    loss_fn,
+    epochs: int,
+    lr: float = 1e-2,
+    batch_size: int = 50,
+    seed: int = 0,
+) -> float:
     """Adam on shuffled mini-batches of tensors, for the small models of Chapters 4-5 that are not seq2seq.
 
     ``loss_fn(output, targets) -> loss`` receives the model's output (its first item, if it returns a
@@ -235,7 +263,7 @@ def train_on_tensors(model: nn.Module, inputs: Tensor, targets: Tensor, loss_fn,
     model.train()
     for _ in range(epochs):
         for batch in torch.randperm(len(inputs), generator=order).split(batch_size):
-            device = _device(model)
+            device = device_of(model)
             output = model(inputs[batch].to(device))
             loss = loss_fn(output[0] if isinstance(output, tuple) else output, targets[batch].to(device))
             optimizer.zero_grad()
@@ -254,12 +282,7 @@ def warmup_schedule(optimizer: torch.optim.Optimizer, d_model: int, warmup: int 
     scheduler after every optimizer step (``fit(..., scheduler=...)`` does).
     """
     checks.positive_int(d_model=d_model, warmup=warmup)
-    return LambdaLR(optimizer, lambda done: d_model ** -0.5 * min((done + 1) ** -0.5, (done + 1) * warmup ** -1.5))
-
-
-def _device(model: nn.Module) -> torch.device:
-    """Where the model's parameters are (the CPU for a model without any)."""
-    return next(model.parameters(), torch.empty(0)).device
+    return LambdaLR(optimizer, lambda done: d_model**-0.5 * min((done + 1) ** -0.5, (done + 1) * warmup**-1.5))
 
 
 def _show_progress(progress: bool | None) -> bool:

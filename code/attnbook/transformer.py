@@ -19,9 +19,20 @@ from attnbook import _checks as checks
 from attnbook.attention import KVCache, MultiHeadAttention
 from attnbook.protocol import Step
 
-__all__ = ["sinusoidal_positions", "PositionalEncoding", "causal_mask", "FeedForward", "EncoderLayer",
-           "PreLNEncoderLayer", "DecoderLayer", "PreLNDecoderLayer", "TransformerOutput", "TransformerState",
-           "Transformer"]
+__all__ = [
+    "sinusoidal_positions",
+    "PositionalEncoding",
+    "causal_mask",
+    "FeedForward",
+    "EncoderLayer",
+    "PreLNEncoderLayer",
+    "DecoderLayer",
+    "PreLNDecoderLayer",
+    "TransformerEncoded",
+    "TransformerOutput",
+    "TransformerState",
+    "Transformer",
+]
 
 
 def sinusoidal_positions(length: int, d_model: int, base: float = 10000.0) -> Tensor:
@@ -45,22 +56,22 @@ class PositionalEncoding(nn.Module):
     """``Dropout(x + PE[offset : offset + T])``: the fixed sinusoids added to the (scaled) embeddings.
 
     Args:
-        d_model: features. max_len: the most positions. dropout: on the sum (0.1 in the paper). base: 10000.
+        d_model: features. max_positions: the most positions. dropout: on the sum (0.1 in the paper). base: 10000.
 
     Shapes:
         x ``(B, T, d_model)``, offset: the position of ``x[:, 0]`` -> ``(B, T, d_model)``
     """
 
-    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0, base: float = 10000.0) -> None:
+    def __init__(self, d_model: int, max_positions: int = 512, dropout: float = 0.0, base: float = 10000.0) -> None:
         super().__init__()
         checks.in_range("dropout", dropout, 0.0, 1.0)
-        self.register_buffer("pe", sinusoidal_positions(max_len, d_model, base), persistent=False)  # (max_len, d)
+        self.register_buffer("pe", sinusoidal_positions(max_positions, d_model, base), persistent=False)  # (P, d)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         if offset + x.size(1) > self.pe.size(0):
-            raise ValueError(f"positions {offset}..{offset + x.size(1) - 1} do not fit max_len={self.pe.size(0)}")
-        return self.dropout(x + self.pe[offset: offset + x.size(1)])  # (B, T, d) + (T, d)
+            raise ValueError(f"positions {offset}..{offset + x.size(1) - 1} do not fit max_positions={self.pe.size(0)}")
+        return self.dropout(x + self.pe[offset : offset + x.size(1)])  # (B, T, d) + (T, d)
 
 
 def causal_mask(size: int) -> Tensor:
@@ -166,9 +177,15 @@ class DecoderLayer(nn.Module):
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, memory: Tensor | None, self_mask: Tensor | None = None,
-                memory_mask: Tensor | None = None, cache: KVCache | None = None,
-                memory_cache: KVCache | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None,
+        self_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        memory_cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
         z, self_weights = self.self_attn(x, x, x, self_mask, cache)  # (B, T, d), (B, H, T, t + T)
         x = self.norm1(x + self.dropout(z))
         z, cross_weights = self._cross(x, memory, memory_mask, memory_cache)  # (B, T, d), (B, H, T, S)
@@ -185,8 +202,9 @@ class DecoderLayer(nn.Module):
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderLayer":
         """The same layer as PyTorch's (``batch_first=True``, ReLU), weights copied; ``norm_first`` picks the class."""
-        return _copied(PreLNDecoderLayer if layer.norm_first else DecoderLayer, layer,
-                       ("self_attn", "multihead_attn"), norm3=True)
+        return _copied(
+            PreLNDecoderLayer if layer.norm_first else DecoderLayer, layer, ("self_attn", "multihead_attn"), norm3=True
+        )
 
 
 class PreLNDecoderLayer(DecoderLayer):
@@ -195,9 +213,15 @@ class PreLNDecoderLayer(DecoderLayer):
     The cache holds keys and values of the normalised inputs, as the queries are.
     """
 
-    def forward(self, x: Tensor, memory: Tensor | None, self_mask: Tensor | None = None,
-                memory_mask: Tensor | None = None, cache: KVCache | None = None,
-                memory_cache: KVCache | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None,
+        self_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        memory_cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
         y = self.norm1(x)
         z, self_weights = self.self_attn(y, y, y, self_mask, cache)  # (B, T, d), (B, H, T, t + T)
         x = x + self.dropout(z)
@@ -222,6 +246,19 @@ def _copied(cls, layer: nn.Module, attention_names: tuple[str, ...], norm3: bool
     for name in norms:
         getattr(copy, name).load_state_dict(getattr(layer, name).state_dict())
     return copy
+
+
+class TransformerEncoded(NamedTuple):
+    """What the Transformer's encoder returns.
+
+    Shapes:
+        memory ``(B, S, d_model)``; src_mask ``(B, S)`` bool, True at real tokens; weights
+        ``(B, N, H, S, S)``, every encoder layer's self-attention
+    """
+
+    memory: Tensor
+    src_mask: Tensor
+    weights: Tensor
 
 
 class TransformerOutput(NamedTuple):
@@ -270,53 +307,79 @@ class Transformer(nn.Module):
             the base model). num_encoder_layers, num_decoder_layers: ``N`` (6). dropout: on embeddings +
             positions and on every sub-layer's output (0.1). share_embeddings: one matrix for the source and
             target embeddings and the output layer (needs one shared vocabulary). norm_first: pre-LN layers.
-        pad_id: the padding id of both vocabularies. max_len: the most positions.
+        pad_id: the padding id of both vocabularies. max_positions: the most positions.
 
     Shapes:
         forward(src ``(B, S)``, tgt_in ``(B, T)``) -> :class:`TransformerOutput`; start(src) ->
-        :class:`TransformerState`; step(state, prev ``(B,)``) -> Step(logits ``(B, V)``, state, weights ``(B, N, H, S)``)
+        :class:`TransformerState`; step(state, prev ``(B,)``) -> Step(logits ``(B, V)``, state,
+        weights ``(B, N, H, S)``)
     """
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512, num_heads: int = 8,
-                 num_encoder_layers: int = 6, num_decoder_layers: int = 6, d_ff: int = 2048, dropout: float = 0.1,
-                 share_embeddings: bool = False, norm_first: bool = False, pad_id: int = 0, max_len: int = 512) -> None:
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int = 512,
+        num_heads: int = 8,
+        num_encoder_layers: int = 6,
+        num_decoder_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        share_embeddings: bool = False,
+        norm_first: bool = False,
+        pad_id: int = 0,
+        max_positions: int = 512,
+    ) -> None:
         super().__init__()
-        checks.positive_int(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
-                            num_encoder_layers=num_encoder_layers, num_decoder_layers=num_decoder_layers)
+        checks.positive_int(
+            src_vocab_size=src_vocab_size,
+            tgt_vocab_size=tgt_vocab_size,
+            num_encoder_layers=num_encoder_layers,
+            num_decoder_layers=num_decoder_layers,
+        )
         checks.pad_id(pad_id, min(src_vocab_size, tgt_vocab_size))
         if share_embeddings and src_vocab_size != tgt_vocab_size:
-            raise ValueError(f"share_embeddings needs one shared vocabulary, got src_vocab_size={src_vocab_size} "
-                             f"and tgt_vocab_size={tgt_vocab_size}")
+            raise ValueError(
+                f"share_embeddings needs one shared vocabulary, got src_vocab_size={src_vocab_size} "
+                f"and tgt_vocab_size={tgt_vocab_size}"
+            )
         self.d_model, self.pad_id, self.norm_first = d_model, pad_id, norm_first
-        encoder_layer, decoder_layer = (PreLNEncoderLayer, PreLNDecoderLayer) if norm_first else (EncoderLayer, DecoderLayer)
+        encoder_layer, decoder_layer = (
+            (PreLNEncoderLayer, PreLNDecoderLayer) if norm_first else (EncoderLayer, DecoderLayer)
+        )
         self.src_embedding = nn.Embedding(src_vocab_size, d_model)
         self.tgt_embedding = self.src_embedding if share_embeddings else nn.Embedding(tgt_vocab_size, d_model)
-        self.positions = PositionalEncoding(d_model, max_len, dropout)
-        self.encoder_layers = nn.ModuleList(encoder_layer(d_model, num_heads, d_ff, dropout)
-                                            for _ in range(num_encoder_layers))
-        self.decoder_layers = nn.ModuleList(decoder_layer(d_model, num_heads, d_ff, dropout)
-                                            for _ in range(num_decoder_layers))
-        self.encoder_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()  # pre-LN: normalise the stack's output
+        self.positions = PositionalEncoding(d_model, max_positions, dropout)
+        self.encoder_layers = nn.ModuleList(
+            encoder_layer(d_model, num_heads, d_ff, dropout) for _ in range(num_encoder_layers)
+        )
+        self.decoder_layers = nn.ModuleList(
+            decoder_layer(d_model, num_heads, d_ff, dropout) for _ in range(num_decoder_layers)
+        )
+        self.encoder_norm = (
+            nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        )  # pre-LN: normalise the stack's output
         self.decoder_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
         self.generator = nn.Linear(d_model, tgt_vocab_size, bias=False)  # the pre-softmax linear transformation
         if share_embeddings:
             self.generator.weight = self.tgt_embedding.weight
         for embedding in dict.fromkeys([self.src_embedding, self.tgt_embedding]):  # each once, in this order
-            nn.init.normal_(embedding.weight, std=d_model ** -0.5)  # times √d_model: unit-variance inputs
+            nn.init.normal_(embedding.weight, std=d_model**-0.5)  # times √d_model: unit-variance inputs
 
     def embed(self, ids: Tensor, embedding: nn.Embedding, offset: int = 0) -> Tensor:
         """``Dropout(E[ids] · √d_model + PE)`` for ids ``(B, T)`` at positions ``offset ..``: ``(B, T, d_model)``."""
         return self.positions(embedding(ids) * math.sqrt(self.d_model), offset)
 
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(memory (B, S, d_model), src_mask (B, S), encoder weights (B, N, H, S, S))``."""
+    def encode(self, src: Tensor) -> TransformerEncoded:
+        """:class:`TransformerEncoded`: memory ``(B, S, d_model)``, src_mask ``(B, S)``, weights
+        ``(B, N, H, S, S)``."""
         src_mask = checks.right_padded(src, self.pad_id)  # (B, S): True = a real token
         x = self.embed(src, self.src_embedding)  # (B, S, d)
         weights = []
         for layer in self.encoder_layers:
             x, layer_weights = layer(x, src_mask[:, None, None, :])  # padding mask on the keys: (B, 1, 1, S)
             weights.append(layer_weights)
-        return self.encoder_norm(x), src_mask, torch.stack(weights, dim=1)
+        return TransformerEncoded(self.encoder_norm(x), src_mask, torch.stack(weights, dim=1))
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> TransformerOutput:
         checks.shapes("Transformer", src=(src, "B S : long"), tgt_in=(tgt_in, "B T : long"))

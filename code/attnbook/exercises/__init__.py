@@ -29,11 +29,11 @@ One module per chapter; import every checker from here, e.g.
   :func:`check_mask_tokens`, :func:`check_running_softmax`.
 """
 
-from attnbook.exercises.beyond import check_mask_tokens, check_running_softmax
 from attnbook.exercises.bahdanau import check_additive_attention, check_bahdanau_step, check_masked_softmax
+from attnbook.exercises.beyond import check_mask_tokens, check_running_softmax
 from attnbook.exercises.luong import check_local_p_window, check_luong_general_score, check_luong_step
 from attnbook.exercises.multi_head import check_merge_heads, check_split_heads
-from attnbook.exercises.self_attention import check_window_average, check_scaled_dot_product_attention
+from attnbook.exercises.self_attention import check_scaled_dot_product_attention, check_window_average
 from attnbook.exercises.seq2seq import check_greedy_decode, check_teacher_forcing_inputs
 from attnbook.exercises.transformer import check_causal_mask, check_positional_encoding
 

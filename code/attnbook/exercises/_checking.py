@@ -170,12 +170,8 @@ def _inputs_changed(case: Case, snapshots: dict) -> str | None:
             if isinstance(before, np.ndarray):  # a NumPy exercise: NumPy words
                 advice = "work on a .copy(), or write the result into a new array"
             else:
-                advice = ("build a new result (e.g. with torch.cat, or work on a "
-                          ".clone())")
-            return (
-                f"changed its input `{name}` in place; leave the inputs as they are and "
-                + advice
-            )
+                advice = "build a new result (e.g. with torch.cat, or work on a .clone())"
+            return f"changed its input `{name}` in place; leave the inputs as they are and " + advice
     return None
 
 
@@ -202,8 +198,9 @@ def _same(before, after) -> bool:
 # --------------------------------------------------------------------------- comparing
 
 
-def compare(got, expected, name: str = "the output", atol: float = 1e-5, rtol: float = 1e-4,
-            item_names: tuple | None = None) -> str | None:
+def compare(
+    got, expected, name: str = "the output", atol: float = 1e-5, rtol: float = 1e-4, item_names: tuple | None = None
+) -> str | None:
     """Compare a learner's value with the reference; None if they match, else a message.
 
     Works for tensors, NumPy arrays, tuples and lists (compared item by item), bools,
@@ -326,8 +323,10 @@ def _compare_list(got, expected, name, atol, rtol) -> str | None:
     if not isinstance(got, (list, tuple)):
         return f"{name} is {kind_of(got)}; expected a list of {len(expected)} items"
     if len(got) != len(expected):
-        return (f"{name} has {_count(len(got), 'item')} but expected {len(expected)}: "
-                f"expected {_quote(expected)}, got {_quote(got)}")
+        return (
+            f"{name} has {_count(len(got), 'item')} but expected {len(expected)}: "
+            f"expected {_quote(expected)}, got {_quote(got)}"
+        )
     for i, (got_item, expected_item) in enumerate(zip(got, expected)):
         problem = compare(got_item, expected_item, f"{name}[{i}]", atol, rtol)
         if problem:
@@ -370,8 +369,16 @@ def _as_numpy(array) -> np.ndarray:
 # ---------------------------------------------------------------------------- running
 
 
-def run_checks(title: str, fn, cases, compare_fn: Callable | None = None, checker: str = "check_x",
-               summary: str = "", error_hint: Callable | None = None, shape_hint: str = "") -> bool:
+def run_checks(
+    title: str,
+    fn,
+    cases,
+    compare_fn: Callable | None = None,
+    checker: str = "check_x",
+    summary: str = "",
+    error_hint: Callable | None = None,
+    shape_hint: str = "",
+) -> bool:
     """Check ``fn`` on every case; print one ✓ line or one ✗ message; return True if all passed.
 
     Args:
@@ -409,8 +416,9 @@ def run_checks(title: str, fn, cases, compare_fn: Callable | None = None, checke
         else:
             hint = _hint_safely(error_hint, problem, case) if error_hint is not None else ""
             if not hint and shape_hint and is_shape_error(problem):
-                hint = _hint_safely(lambda _, shape_case: "check the shapes: " + shape_hint.format(**shape_case.info),
-                                    problem, case)
+                hint = _hint_safely(
+                    lambda _, shape_case: "check the shapes: " + shape_hint.format(**shape_case.info), problem, case
+                )
             problem += f"\nhint: {hint}" if hint else ""
         if problem is not None:
             _print_failure(title, problem, f"case {number} of {len(cases)}: {case.description}")
@@ -420,17 +428,26 @@ def run_checks(title: str, fn, cases, compare_fn: Callable | None = None, checke
     return True
 
 
-def checker(title: str, cases, compare_fn: Callable | None = None, summary: str = "",
-            error_hint: Callable | None = None, shape_hint: str = "") -> Callable:
+def checker(
+    title: str,
+    cases,
+    compare_fn: Callable | None = None,
+    summary: str = "",
+    error_hint: Callable | None = None,
+    shape_hint: str = "",
+) -> Callable:
     """Turn a function that holds only the learner's docstring into ``check_<name>(fn) -> bool``.
 
     The arguments are :func:`run_checks`'s; the checker's name and docstring are the function's.
     """
+
     def make(stub: Callable) -> Callable:
         @functools.wraps(stub)
         def check(fn) -> bool:
             return run_checks(title, fn, cases, compare_fn, stub.__name__, summary, error_hint, shape_hint)
+
         return check
+
     return make
 
 
@@ -444,8 +461,7 @@ def _compare_safely(compare_fn: Callable, value, case: Case) -> str | None:
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # noqa: BLE001 - an odd return value must not crash the checker
-        return (f"returned {kind_of(value)}, which the checker could not inspect "
-                f"({describe_exception(error)})")
+        return f"returned {kind_of(value)}, which the checker could not inspect ({describe_exception(error)})"
 
 
 def _hint_safely(error_hint: Callable, problem: str, case: Case) -> str:
@@ -501,15 +517,16 @@ def is_shape_error(problem: str) -> bool:
 
 
 #: The hint for ``view`` on a tensor whose memory does not allow it (after a transpose).
-VIEW_HINT = ("view needs the tensor's numbers laid out in one block of memory, which a "
-             "transpose or permute breaks: use reshape, or .contiguous().view(...)")
+VIEW_HINT = (
+    "view needs the tensor's numbers laid out in one block of memory, which a "
+    "transpose or permute breaks: use reshape, or .contiguous().view(...)"
+)
 
 
 def is_view_error(problem: str) -> bool:
     """True for the RuntimeError of ``view`` on a non-contiguous tensor."""
     text = problem.lower()
-    return problem.startswith("raised RuntimeError") and (
-        "view size is not compatible" in text or "contiguous" in text)
+    return problem.startswith("raised RuntimeError") and ("view size is not compatible" in text or "contiguous" in text)
 
 
 # ------------------------------------------------------------- attention weights
@@ -521,14 +538,26 @@ LEAK = 1e-6
 #: The typical masking mistakes, as ``(keyword arguments, hint)`` for a checker's catalogue of mistakes
 #: whose reference takes ``masking=`` (see :func:`softmax_with`).
 MASKING_MISTAKES = [
-    (dict(masking="none"), "the mask was not applied: set the masked scores to -inf (or the most negative float) "
-                           "before the softmax, e.g. scores.masked_fill(~mask, float('-inf'))"),
-    (dict(masking="multiply"), "multiplying the scores by the mask turns masked scores into 0, and exp(0) still "
-                               "gets weight; set them to -inf instead (masked_fill)"),
-    (dict(masking="inverted"), "mask True means *may attend* (as in torch's scaled_dot_product_attention): you "
-                               "left out the True positions instead of the False ones"),
-    (dict(masking="after"), "zeroing the masked weights after the softmax leaves rows that no longer sum to 1; "
-                            "mask the scores before the softmax"),
+    (
+        dict(masking="none"),
+        "the mask was not applied: set the masked scores to -inf (or the most negative float) "
+        "before the softmax, e.g. scores.masked_fill(~mask, float('-inf'))",
+    ),
+    (
+        dict(masking="multiply"),
+        "multiplying the scores by the mask turns masked scores into 0, and exp(0) still "
+        "gets weight; set them to -inf instead (masked_fill)",
+    ),
+    (
+        dict(masking="inverted"),
+        "mask True means *may attend* (as in torch's scaled_dot_product_attention): you "
+        "left out the True positions instead of the False ones",
+    ),
+    (
+        dict(masking="after"),
+        "zeroing the masked weights after the softmax leaves rows that no longer sum to 1; "
+        "mask the scores before the softmax",
+    ),
 ]
 
 
@@ -542,6 +571,7 @@ def softmax_with(scores, mask, masking: str = "fill", dim: int = -1):
     if masking == "after":
         return torch.softmax(scores, dim=dim) * mask
     return masked_softmax(scores, ~mask if masking == "inverted" else mask, dim=dim)
+
 
 def position(index: tuple) -> str:
     """'position 3 of row 1' for (1, 3); 'position 2 of row (0, 1)' for (0, 1, 2)."""
@@ -578,19 +608,22 @@ def non_finite_problem(got: torch.Tensor, expected: torch.Tensor, case: Case, na
     if fully_masked:
         row = fully_masked[0]
         where = row[0] if len(row) == 1 else row
-        hint = (f"row {where} has no position it may attend, so its softmax is 0 / 0 = NaN; return all "
-                "zeros there, e.g. torch.nan_to_num(weights, nan=0.0) after the softmax, or fill masked "
-                "scores with a large negative finite number and zero the masked weights afterwards")
+        hint = (
+            f"row {where} has no position it may attend, so its softmax is 0 / 0 = NaN; return all "
+            "zeros there, e.g. torch.nan_to_num(weights, nan=0.0) after the softmax, or fill masked "
+            "scores with a large negative finite number and zero the masked weights afterwards"
+        )
         return f"{problem}\nhint: {hint}"
     if case.info.get("large"):
-        return (f"{problem}\nhint: exp(1000) overflows to inf and exp(-1000) underflows to 0, so the "
-                "division gives inf / inf or 0 / 0 = NaN: subtract each row's maximum score before exp "
-                "(torch.softmax does this for you)")
+        return (
+            f"{problem}\nhint: exp(1000) overflows to inf and exp(-1000) underflows to 0, so the "
+            "division gives inf / inf or 0 / 0 = NaN: subtract each row's maximum score before exp "
+            "(torch.softmax does this for you)"
+        )
     return problem
 
 
-def weights_problem(got: torch.Tensor, expected: torch.Tensor, mask: torch.Tensor, case: Case,
-                     name: str) -> str | None:
+def weights_problem(got: torch.Tensor, expected: torch.Tensor, mask: torch.Tensor, case: Case, name: str) -> str | None:
     """Checks of any weights against the rules: masked -> 0, fully masked rows -> 0, rows sum to 1."""
     leak = first_leak(got, mask)
     if leak:
@@ -599,13 +632,17 @@ def weights_problem(got: torch.Tensor, expected: torch.Tensor, mask: torch.Tenso
         if row in case.info.get("fully_masked", []):
             where = row[0] if len(row) == 1 else row
             total = float(got[row].sum())
-            return (f"{name}: row {where} is fully masked but its weights sum to {total:.3g}; "
-                    f"they must all be 0\nhint: with a finite fill value such as -1e9 the softmax "
-                    "spreads the weight evenly over a fully masked row; set the masked weights to 0 "
-                    "after the softmax (e.g. weights.masked_fill(~mask, 0.0))")
-        return (f"{name}: {position(index)} is masked but got weight {value:.2g}\n"
-                "hint: masked positions must get exactly 0 weight: set their scores to -inf "
-                "before the softmax")
+            return (
+                f"{name}: row {where} is fully masked but its weights sum to {total:.3g}; "
+                f"they must all be 0\nhint: with a finite fill value such as -1e9 the softmax "
+                "spreads the weight evenly over a fully masked row; set the masked weights to 0 "
+                "after the softmax (e.g. weights.masked_fill(~mask, 0.0))"
+            )
+        return (
+            f"{name}: {position(index)} is masked but got weight {value:.2g}\n"
+            "hint: masked positions must get exactly 0 weight: set their scores to -inf "
+            "before the softmax"
+        )
     problem = compare(got, expected, name)
     if problem is None:
         return None
@@ -724,9 +761,17 @@ class ScriptedSeq2Seq:
         scripts: N lists of token ids, each at least ``max_steps`` long.
     """
 
-    def __init__(self, sources: torch.Tensor, scripts: list, vocab_size: int,
-                 bos_id: int, eos_id: int, max_steps: int, pad_id: int = 0,
-                 runaway_hint: str = "decoding should have stopped earlier"):
+    def __init__(
+        self,
+        sources: torch.Tensor,
+        scripts: list,
+        vocab_size: int,
+        bos_id: int,
+        eos_id: int,
+        max_steps: int,
+        pad_id: int = 0,
+        runaway_hint: str = "decoding should have stopped earlier",
+    ):
         self.pad_id = pad_id
         self.runaway_hint = runaway_hint
         self.vocab_size = vocab_size
@@ -741,8 +786,7 @@ class ScriptedSeq2Seq:
         self._steps_after_first = 0
 
     def __call__(self, *args, **kwargs):
-        raise TypeError("this model only decodes step by step: use model.start(src) and "
-                        "model.step(state, prev_tokens)")
+        raise TypeError("this model only decodes step by step: use model.start(src) and model.step(state, prev_tokens)")
 
     def start(self, src: torch.Tensor) -> _ScriptedState:
         """Encode ``src`` (B, S): here, look up each row's script."""
@@ -751,8 +795,7 @@ class ScriptedSeq2Seq:
         scripts = []
         for row in src.tolist():
             if tuple(row) not in self._scripts:
-                raise ValueError("model.start got a source row the checker did not give: "
-                                 "pass src unchanged")
+                raise ValueError("model.start got a source row the checker did not give: pass src unchanged")
             scripts.append(self._scripts[tuple(row)])
         return _ScriptedState(scripts, step=0)
 
@@ -763,9 +806,7 @@ class ScriptedSeq2Seq:
             self.stale_state = True
         state.used = True
         if state.step >= self.max_steps:
-            raise RunawayDecoding(
-                f"model.step was called {state.step + 1} times for one batch, {self.runaway_hint}"
-            )
+            raise RunawayDecoding(f"model.step was called {state.step + 1} times for one batch, {self.runaway_hint}")
         batch_size = len(state.scripts)
         generator = torch.Generator().manual_seed(1000 + state.step)
         logits = torch.rand(batch_size, self.vocab_size, generator=generator)  # noise in [0, 1)
@@ -804,8 +845,9 @@ class ScriptedSeq2Seq:
             )
         batch_size = len(state.scripts)
         if not isinstance(prev_tokens, torch.Tensor):
-            raise TypeError(f"model.step expects prev_tokens as a tensor of shape ({batch_size},), "
-                            f"got {kind_of(prev_tokens)}")
+            raise TypeError(
+                f"model.step expects prev_tokens as a tensor of shape ({batch_size},), got {kind_of(prev_tokens)}"
+            )
         if tuple(prev_tokens.shape) != (batch_size,):
             hint = ""
             if tuple(prev_tokens.shape) == (self.vocab_size,):
@@ -815,8 +857,7 @@ class ScriptedSeq2Seq:
                 f"but got shape {tuple(prev_tokens.shape)}{hint}"
             )
         if prev_tokens.is_floating_point() or prev_tokens.dtype == torch.bool:
-            raise TypeError("model.step expects integer token ids (torch.long), "
-                            f"got dtype {prev_tokens.dtype}")
+            raise TypeError(f"model.step expects integer token ids (torch.long), got dtype {prev_tokens.dtype}")
 
     @property
     def only_fed_bos(self) -> bool:

@@ -43,21 +43,30 @@ def _masked_softmax_cases() -> list[Case]:
 
     cases = []
     scores, mask = randn(2, 5), _length_mask((5, 3), 5)
-    cases.append(_softmax_case(scores, mask, "mask (2, 5) with 5 and 3 positions that may be attended "
-                                             "(padding at the end)"))
+    cases.append(
+        _softmax_case(scores, mask, "mask (2, 5) with 5 and 3 positions that may be attended (padding at the end)")
+    )
     scores, mask = randn(3, 4, 6), _length_mask((6, 2, 4), 6).unsqueeze(1)  # (3, 1, 6)
     cases.append(_softmax_case(scores, mask, "mask (3, 1, 6): one padding mask per batch row, shared by its 4 queries"))
     scores, mask = randn(2, 4, 4), torch.ones(4, 4, dtype=torch.bool).tril()  # (4, 4)
-    cases.append(_softmax_case(scores, mask, "mask (4, 4): causal (True on and below the diagonal), "
-                                             "shared by the batch"))
+    cases.append(
+        _softmax_case(scores, mask, "mask (4, 4): causal (True on and below the diagonal), shared by the batch")
+    )
     scores, mask = randn(3, 5), _length_mask((5, 0, 2), 5)
-    cases.append(_softmax_case(scores, mask, "mask (3, 5) whose row 1 is all False (fully masked)",
-                               fully_masked=[(1,)]))
+    cases.append(
+        _softmax_case(scores, mask, "mask (3, 5) whose row 1 is all False (fully masked)", fully_masked=[(1,)])
+    )
     scores = torch.cat([1000 + 5 * randn(1, 6), -1000 + 5 * randn(1, 6)])  # (2, 6)
     mask = _length_mask((6, 4), 6)
-    cases.append(_softmax_case(scores, mask, "mask (2, 6) with 6 and 4 positions that may be attended; "
-                                             "scores near +1000 in row 0 and near -1000 in row 1",
-                               large=True))
+    cases.append(
+        _softmax_case(
+            scores,
+            mask,
+            "mask (2, 6) with 6 and 4 positions that may be attended; "
+            "scores near +1000 in row 0 and near -1000 in row 1",
+            large=True,
+        )
+    )
     return cases
 
 
@@ -84,20 +93,27 @@ def _rounded(tensor: torch.Tensor) -> list:
 
 #: The hints of the typical masking mistakes, shared by the checkers of chapters 2-3.
 _MASKING_HINTS = {
-    "none": ("the mask was not applied: set the masked scores to -inf before the "
-             "softmax, e.g. scores.masked_fill(~mask, float('-inf'))"),
-    "inverted": ("mask True means *may attend* (like torch's "
-                 "scaled_dot_product_attention): you left out the True positions "
-                 "instead of the False ones"),
-    "multiply": ("masked scores set to 0 (by scores * mask, or masked_fill with 0) "
-                 "still count: exp(0) still gets weight; set them to -inf instead "
-                 "(masked_fill)"),
-    "after": ("zeroing the masked weights after the softmax leaves rows that no longer "
-              "sum to 1; mask the scores before the softmax"),
+    "none": (
+        "the mask was not applied: set the masked scores to -inf before the "
+        "softmax, e.g. scores.masked_fill(~mask, float('-inf'))"
+    ),
+    "inverted": (
+        "mask True means *may attend* (like torch's "
+        "scaled_dot_product_attention): you left out the True positions "
+        "instead of the False ones"
+    ),
+    "multiply": (
+        "masked scores set to 0 (by scores * mask, or masked_fill with 0) "
+        "still count: exp(0) still gets weight; set them to -inf instead "
+        "(masked_fill)"
+    ),
+    "after": (
+        "zeroing the masked weights after the softmax leaves rows that no longer "
+        "sum to 1; mask the scores before the softmax"
+    ),
 }
 
-_MASKING_MISTAKES = [(dict(masking=name), hint)
-                     for name, hint in _MASKING_HINTS.items()]
+_MASKING_MISTAKES = [(dict(masking=name), hint) for name, hint in _MASKING_HINTS.items()]
 
 
 def _compare_masked_softmax(got, case: Case) -> str | None:
@@ -122,9 +138,11 @@ def _compare_masked_softmax(got, case: Case) -> str | None:
     if problem:
         return problem
     if case.info.get("large") and first_leak(got, full) is None:
-        return (f"{values}\nhint: these scores are near ±1000, so a finite fill value "
-                "such as -1000 is not far below them: fill with float('-inf') (or "
-                "torch.finfo(scores.dtype).min)")
+        return (
+            f"{values}\nhint: these scores are near ±1000, so a finite fill value "
+            "such as -1000 is not far below them: fill with float('-inf') (or "
+            "torch.finfo(scores.dtype).min)"
+        )
     return weights_problem(got, expected, full, case, "weights")
 
 
@@ -134,11 +152,12 @@ def _not_weights_hint(got, scores, full) -> str:
     expected = masked_softmax(scores, full)
     exps = torch.where(full, got.double().exp(), 0.0)
     if allowed.numel() and (allowed <= 1e-6).all() and close(exps, expected):
-        return ("these are log-weights (log_softmax); the weights are "
-                "torch.softmax(...), positive and summing to 1 in each row")
+        return (
+            "these are log-weights (log_softmax); the weights are "
+            "torch.softmax(...), positive and summing to 1 in each row"
+        )
     if close(torch.where(full, got, 0.0), torch.where(full, scores, 0.0)):
-        return ("these are the (masked) scores: the softmax is missing, "
-                "torch.softmax(masked_scores, dim=-1)")
+        return "these are the (masked) scores: the softmax is missing, torch.softmax(masked_scores, dim=-1)"
     return ""
 
 
@@ -152,8 +171,10 @@ def _softmax_form_hint(got, scores, mask) -> str:
     if got.shape == scores.shape[:-1]:
         return "you summed over the last dimension; return one weight per score"
     if got.dim() > scores.dim():
-        return ("the weights have more dimensions than scores: the mask broadcasts to "
-                "scores as it is given, so use it without unsqueeze")
+        return (
+            "the weights have more dimensions than scores: the mask broadcasts to "
+            "scores as it is given, so use it without unsqueeze"
+        )
     return ""
 
 
@@ -162,29 +183,43 @@ def _softmax_variants(scores, mask):
     for name, hint in _MASKING_HINTS.items():
         yield softmax_with(scores, mask, name), hint
     masked = scores.masked_fill(~mask.expand(scores.shape), 0.0)
-    yield masked / masked.sum(dim=-1, keepdim=True), (
-        "the exp is missing: softmax(s)_j = exp(s_j) / Σ_k exp(s_k), not s_j / Σ_k s_k")
+    yield (
+        masked / masked.sum(dim=-1, keepdim=True),
+        ("the exp is missing: softmax(s)_j = exp(s_j) / Σ_k exp(s_k), not s_j / Σ_k s_k"),
+    )
     for dim in range(scores.dim() - 1):
-        yield masked_softmax(scores, mask, dim=dim), (
-            f"the softmax ran over dim={dim}; it must run over the last dimension (dim=-1), the "
-            "keys, so that each row of weights sums to 1")
+        yield (
+            masked_softmax(scores, mask, dim=dim),
+            (
+                f"the softmax ran over dim={dim}; it must run over the last dimension (dim=-1), the "
+                "keys, so that each row of weights sums to 1"
+            ),
+        )
 
 
 def _masked_softmax_error_hint(problem: str, case: Case) -> str:
     if "Dimension out of range" in problem:
-        return ("the scores have 2 or 3 dimensions: take the softmax over dim=-1, the "
-                "last one, not over a fixed dimension number")
+        return (
+            "the scores have 2 or 3 dimensions: take the softmax over dim=-1, the "
+            "last one, not over a fixed dimension number"
+        )
     if problem.startswith("raised IndexError") and "shape of the mask" in problem:
-        return ("indexing with a bool mask needs the full shape of scores: expand "
-                "it first, mask.expand_as(scores), or use masked_fill / torch.where, "
-                "which broadcast")
+        return (
+            "indexing with a bool mask needs the full shape of scores: expand "
+            "it first, mask.expand_as(scores), or use masked_fill / torch.where, "
+            "which broadcast"
+        )
     return ""
 
 
-@checker("masked softmax", _masked_softmax_cases, _compare_masked_softmax,
-         error_hint=_masked_softmax_error_hint,
-         summary="padding masks, a (B, 1, L) mask over (B, T, L) scores, a causal mask, a fully masked row, "
-                 "scores near ±1000")
+@checker(
+    "masked softmax",
+    _masked_softmax_cases,
+    _compare_masked_softmax,
+    error_hint=_masked_softmax_error_hint,
+    summary="padding masks, a (B, 1, L) mask over (B, T, L) scores, a causal mask, a fully masked row, "
+    "scores near ±1000",
+)
 def check_masked_softmax(fn) -> bool:
     """Check ``fn(scores, mask) -> weights``, a softmax that leaves masked positions out.
 
@@ -246,18 +281,38 @@ def _additive_case(batch, length, d_q, d_k, h, lengths, generator) -> Case:
         if 0 in lengths:
             mask_text += f" (row {lengths.index(0)} is fully masked)"
     return Case(
-        description=(f"query {tuple(query.shape)}, keys {tuple(keys.shape)}, W_q {tuple(W_q.shape)}, "
-                     f"W_k {tuple(W_k.shape)}, v {tuple(v.shape)}, {mask_text}"),
+        description=(
+            f"query {tuple(query.shape)}, keys {tuple(keys.shape)}, W_q {tuple(W_q.shape)}, "
+            f"W_k {tuple(W_k.shape)}, v {tuple(v.shape)}, {mask_text}"
+        ),
         args=(query, keys, W_q, W_k, v, mask),
         arg_names=("query", "keys", "W_q", "W_k", "v", "mask"),
         expected=_additive_reference(query, keys, W_q, W_k, v, mask),
-        info={"B": batch, "L": length, "d_q": d_q, "d_k": d_k, "h": h,
-              "fully_masked": [] if lengths is None else [(r,) for r, n in enumerate(lengths) if n == 0]},
+        info={
+            "B": batch,
+            "L": length,
+            "d_q": d_q,
+            "d_k": d_k,
+            "h": h,
+            "fully_masked": [] if lengths is None else [(r,) for r, n in enumerate(lengths) if n == 0],
+        },
     )
 
 
-def _additive_reference(query, keys, W_q, W_k, v, mask, tanh=True, use_v=True, softmax_dim=-1,
-                        masking="fill", context_from="weights", squash="sum"):
+def _additive_reference(
+    query,
+    keys,
+    W_q,
+    W_k,
+    v,
+    mask,
+    tanh=True,
+    use_v=True,
+    softmax_dim=-1,
+    masking="fill",
+    context_from="weights",
+    squash="sum",
+):
     """The right answer, or with one typical mistake (the keyword arguments).
 
     ``squash``: what the tanh is applied to: ``"sum"`` (right), ``"parts"`` (each part
@@ -280,27 +335,38 @@ def _additive_reference(query, keys, W_q, W_k, v, mask, tanh=True, use_v=True, s
 
 _ADDITIVE_MISTAKES = [  # (keyword arguments of _additive_reference, hint), most telling first
     *_MASKING_MISTAKES,
-    (dict(softmax_dim=0), "the softmax ran over the batch (dim=0); it must run over the L keys of each "
-                          "row (dim=-1), so that each row of weights sums to 1"),
+    (
+        dict(softmax_dim=0),
+        "the softmax ran over the batch (dim=0); it must run over the L keys of each "
+        "row (dim=-1), so that each row of weights sums to 1",
+    ),
     (dict(tanh=False), "tanh is missing: e_j = vᵀ tanh(W_q q + W_k k_j)"),
-    *[(dict(squash=name), f"the nonlinearity is tanh, not {name}: "
-                          "e_j = vᵀ tanh(W_q q + W_k k_j)")
-      for name in ("relu", "sigmoid")],
-    (dict(squash="parts"), "the tanh goes around the sum, tanh(W_q q + W_k k_j), not "
-                           "around each part separately"),
-    (dict(squash="score"), "the tanh comes before v: e_j = vᵀ tanh(W_q q + W_k k_j), "
-                           "i.e. torch.tanh(...) @ v, not torch.tanh(... @ v)"),
-    (dict(use_v=False), "e_j is the dot product of v with tanh(W_q q + W_k k_j), i.e. tanh(...) @ v, "
-                        "not a plain sum over the h features"),
-    (dict(context_from="scores"), "the context was mixed with the raw scores e; use the softmax weights: "
-                                  "context = Σ_j α_j k_j, i.e. weights @ keys"),
+    *[
+        (dict(squash=name), f"the nonlinearity is tanh, not {name}: e_j = vᵀ tanh(W_q q + W_k k_j)")
+        for name in ("relu", "sigmoid")
+    ],
+    (dict(squash="parts"), "the tanh goes around the sum, tanh(W_q q + W_k k_j), not around each part separately"),
+    (
+        dict(squash="score"),
+        "the tanh comes before v: e_j = vᵀ tanh(W_q q + W_k k_j), i.e. torch.tanh(...) @ v, not torch.tanh(... @ v)",
+    ),
+    (
+        dict(use_v=False),
+        "e_j is the dot product of v with tanh(W_q q + W_k k_j), i.e. tanh(...) @ v, "
+        "not a plain sum over the h features",
+    ),
+    (
+        dict(context_from="scores"),
+        "the context was mixed with the raw scores e; use the softmax weights: "
+        "context = Σ_j α_j k_j, i.e. weights @ keys",
+    ),
 ]
 
 
 def _compare_additive(got, case: Case) -> str | None:
     expected_context, expected_weights = case.expected
     info = case.info
-    batch, length, d_k, h = info["B"], info["L"], info["d_k"], info["h"]
+    batch, length = info["B"], info["L"]
     form = _additive_form_problem(got, case)
     if form:
         return form
@@ -314,20 +380,23 @@ def _compare_additive(got, case: Case) -> str | None:
         wrong_context, wrong_weights = _additive_reference(*case.args, **mistake)
         if close(weights, wrong_weights) and not close(weights, expected_weights):
             return first_problem(weights, expected_weights, full_mask, "weights") + f"\nhint: {hint}"
-        if (close(weights, expected_weights) and close(context, wrong_context)
-                and not close(context, expected_context)):
+        if close(weights, expected_weights) and close(context, wrong_context) and not close(context, expected_context):
             if mistake == dict(masking="none"):
-                hint = ("the weights are right, but the context was mixed with "
-                        "weights from before the masking: use the masked weights, "
-                        "weights @ keys")
+                hint = (
+                    "the weights are right, but the context was mixed with "
+                    "weights from before the masking: use the masked weights, "
+                    "weights @ keys"
+                )
             return compare(context, expected_context, "context") + f"\nhint: {hint}"
     problem = weights_problem(weights, expected_weights, full_mask, case, "weights")
     if problem:
         return problem
     problem = non_finite_problem(context, expected_context, case, "context")
     if problem:
-        return (f"{problem}\nhint: the weights are right, so the keys were mixed with something else: "
-                "context = Σ_j α_j k_j uses the softmax weights α (weights @ keys), not the masked scores")
+        return (
+            f"{problem}\nhint: the weights are right, so the keys were mixed with something else: "
+            "context = Σ_j α_j k_j uses the softmax weights α (weights @ keys), not the masked scores"
+        )
     problem = compare(context, expected_context, "context")
     if problem:
         return problem + "\nhint: the weights are right; the context is their average of the keys, weights @ keys"
@@ -337,7 +406,7 @@ def _compare_additive(got, case: Case) -> str | None:
 def _additive_form_problem(got, case: Case) -> str | None:
     """Problems with what came back (not a pair, shapes, dtypes), with a hint; None if fine."""
     info = case.info
-    batch, length, d_k, h = info["B"], info["L"], info["d_k"], info["h"]
+    batch, length, d_k = info["B"], info["L"], info["d_k"]
     names = ("context", "weights")
     if isinstance(got, torch.Tensor):
         if tuple(got.shape) == (batch, d_k):
@@ -347,8 +416,10 @@ def _additive_form_problem(got, case: Case) -> str | None:
     if isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(x, torch.Tensor) for x in got):
         shapes = tuple(tuple(x.shape) for x in got)
         if shapes == ((batch, length), (batch, d_k)):
-            return (f"returned tensors of shapes {shapes[0]} and {shapes[1]}: (weights, context)?\n"
-                    "hint: return them in the order (context, weights)")
+            return (
+                f"returned tensors of shapes {shapes[0]} and {shapes[1]}: (weights, context)?\n"
+                "hint: return them in the order (context, weights)"
+            )
         hint = _additive_shape_hint(shapes[0], shapes[1], info)
         problem = compare(tuple(got), case.expected, "the output", item_names=names)
         if problem and hint and ("shape" in problem or "dtype" in problem):
@@ -362,19 +433,25 @@ def _additive_form_problem(got, case: Case) -> str | None:
 def _additive_shape_hint(context_shape, weights_shape, info) -> str:
     batch, length, d_k, h = info["B"], info["L"], info["d_k"], info["h"]
     if context_shape == (batch, h):
-        return (f"the context has h={h} features: it averages the keys themselves (d_k={d_k}), "
-                "not the projected keys keys @ W_k.T")
+        return (
+            f"the context has h={h} features: it averages the keys themselves (d_k={d_k}), "
+            "not the projected keys keys @ W_k.T"
+        )
     if context_shape == (batch, length) and weights_shape == (batch, length):
-        return ("the context sums over the L keys (dim=1), not over the features: "
-                "(weights.unsqueeze(-1) * keys).sum(dim=1), or "
-                "weights.unsqueeze(1) @ keys")
+        return (
+            "the context sums over the L keys (dim=1), not over the features: "
+            "(weights.unsqueeze(-1) * keys).sum(dim=1), or "
+            "weights.unsqueeze(1) @ keys"
+        )
     if context_shape == (batch, 1, d_k):
         return "drop the middle dimension of the context (.squeeze(1)): one context vector per row"
     if weights_shape == (batch, length, 1):
         return "drop the last dimension of the weights (.squeeze(-1)): one weight per key"
     if weights_shape == (batch, length, h):
-        return ("each key gets one score: take the dot product with v over the h features, "
-                "tanh(...) @ v, so the weights are (B, L)")
+        return (
+            "each key gets one score: take the dot product with v over the h features, "
+            "tanh(...) @ v, so the weights are (B, L)"
+        )
     return ""
 
 
@@ -385,11 +462,16 @@ def _additive_error_hint(problem: str, case: Case) -> str:
     return ""
 
 
-@checker("additive attention", _additive_cases, _compare_additive, error_hint=_additive_error_hint,
-         shape_hint="query (B, d_q) = ({B}, {d_q}), W_q (h, d_q) = ({h}, {d_q}) and W_k (h, d_k) = ({h}, {d_k}) are "
-                    "stored (out, in) like nn.Linear.weight, so W_q q for the batch is query @ W_q.T (B, h), W_k k_j "
-                    "for all keys is keys @ W_k.T (B, L, h), and the two add after query_part.unsqueeze(1)",
-         summary="unequal B, L, d_q, d_k, h; padding masks; mask=None; a batch of one; a fully masked row")
+@checker(
+    "additive attention",
+    _additive_cases,
+    _compare_additive,
+    error_hint=_additive_error_hint,
+    shape_hint="query (B, d_q) = ({B}, {d_q}), W_q (h, d_q) = ({h}, {d_q}) and W_k (h, d_k) = ({h}, {d_k}) are "
+    "stored (out, in) like nn.Linear.weight, so W_q q for the batch is query @ W_q.T (B, h), W_k k_j "
+    "for all keys is keys @ W_k.T (B, L, h), and the two add after query_part.unsqueeze(1)",
+    summary="unequal B, L, d_q, d_k, h; padding masks; mask=None; a batch of one; a fully masked row",
+)
 def check_additive_attention(fn) -> bool:
     """Check ``fn(query, keys, W_q, W_k, v, mask) -> (context, weights)``, additive attention.
 
@@ -432,26 +514,53 @@ def _step_cases() -> list[Case]:
     with torch.random.fork_rng():  # the learner's random state stays as it was
         torch.manual_seed(22)
         for batch, embed, hidden_size, annotation, length, vocab, width, lengths in specs:
-            args = (torch.randn(batch, embed), torch.tanh(torch.randn(batch, hidden_size)),
-                    torch.randn(batch, length, annotation),
-                    torch.ones(batch, length, dtype=torch.bool) if lengths is None
-                    else torch.arange(length) < torch.tensor(lengths).view(-1, 1),
-                    nn.GRUCell(embed + annotation, hidden_size),
-                    torch.randn(width, hidden_size) / hidden_size**0.5, torch.randn(width, annotation) / annotation**0.5,
-                    torch.randn(width), torch.randn(vocab, hidden_size + annotation + embed) / 4)
+            args = (
+                torch.randn(batch, embed),
+                torch.tanh(torch.randn(batch, hidden_size)),
+                torch.randn(batch, length, annotation),
+                torch.ones(batch, length, dtype=torch.bool)
+                if lengths is None
+                else torch.arange(length) < torch.tensor(lengths).view(-1, 1),
+                nn.GRUCell(embed + annotation, hidden_size),
+                torch.randn(width, hidden_size) / hidden_size**0.5,
+                torch.randn(width, annotation) / annotation**0.5,
+                torch.randn(width),
+                torch.randn(vocab, hidden_size + annotation + embed) / 4,
+            )
             padding = "no padding" if lengths is None else f"source lengths {lengths}"
-            cases.append(Case(f"B={batch}, E={embed}, H={hidden_size}, A={annotation}, S={length}, V={vocab}, "
-                              f"h={width}; {padding}", args=args,
-                              arg_names=("embedded", "hidden", "annotations", "mask", "cell", "W_a", "U_a", "v_a", "W_o"),
-                              expected=_bahdanau_step(*args),
-                              info=dict(B=batch, E=embed, H=hidden_size, A=annotation, S=length, V=vocab, h=width)))
+            cases.append(
+                Case(
+                    f"B={batch}, E={embed}, H={hidden_size}, A={annotation}, S={length}, V={vocab}, "
+                    f"h={width}; {padding}",
+                    args=args,
+                    arg_names=("embedded", "hidden", "annotations", "mask", "cell", "W_a", "U_a", "v_a", "W_o"),
+                    expected=_bahdanau_step(*args),
+                    info=dict(B=batch, E=embed, H=hidden_size, A=annotation, S=length, V=vocab, h=width),
+                )
+            )
     return cases
 
 
-def _bahdanau_step(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o,
-                   query="previous", order="ec", squash="tanh", masking="fill",
-                   output_state="new", softmax_dim=-1, output_order="sce",
-                   softmax_logits=False, previous="given"):
+def _bahdanau_step(
+    embedded,
+    hidden,
+    annotations,
+    mask,
+    cell,
+    W_a,
+    U_a,
+    v_a,
+    W_o,
+    query="previous",
+    order="ec",
+    squash="tanh",
+    masking="fill",
+    output_state="new",
+    softmax_dim=-1,
+    output_order="sce",
+    softmax_logits=False,
+    previous="given",
+):
     """The reference step; the keyword arguments rebuild the typical mistakes."""
     with torch.no_grad():
         if query == "new":  # a Luong-order step: the GRU first (reading the embedding only), then attention
@@ -487,32 +596,41 @@ def _bahdanau_step_luong_order(embedded, hidden, annotations, mask, cell, W_a, U
 
 _OUTPUT_ORDER_HINT = (
     "the output layer reads [s_i; c_i; E y_(i-1)] in this order (the columns of W_o "
-    "are laid out that way): torch.cat([hidden, context, embedded], dim=-1) @ W_o.T")
+    "are laid out that way): torch.cat([hidden, context, embedded], dim=-1) @ W_o.T"
+)
 
 _SCORE = "v_aᵀ tanh(W_a s_(i-1) + U_a h_j)"
 
 _STEP_MISTAKES = [  # (keyword arguments of _bahdanau_step, the item they change first, hint)
     (dict(squash="none"), "weights", f"the score is {_SCORE}: the tanh is missing"),
-    *[(dict(squash=name), "weights", f"the nonlinearity is tanh, not {name}: {_SCORE}")
-      for name in ("relu", "sigmoid")],
-    (dict(masking="none"), "weights",
-     "the padded source positions got weight: pass the mask to the softmax (masked "
-     "positions exactly 0)"),
-    *[(dict(masking=name), "weights", _MASKING_HINTS[name])
-      for name in ("inverted", "multiply", "after")],
-    (dict(softmax_dim=0), "weights",
-     "the softmax ran over the batch (dim=0); it must run over the S source positions "
-     "of each row (dim=-1)"),
+    *[
+        (dict(squash=name), "weights", f"the nonlinearity is tanh, not {name}: {_SCORE}")
+        for name in ("relu", "sigmoid")
+    ],
+    (
+        dict(masking="none"),
+        "weights",
+        "the padded source positions got weight: pass the mask to the softmax (masked positions exactly 0)",
+    ),
+    *[(dict(masking=name), "weights", _MASKING_HINTS[name]) for name in ("inverted", "multiply", "after")],
+    (
+        dict(softmax_dim=0),
+        "weights",
+        "the softmax ran over the batch (dim=0); it must run over the S source positions of each row (dim=-1)",
+    ),
     (dict(order="ce"), "hidden", "the cell reads [E y_(i-1); c_i], the embedding first, then the context"),
-    (dict(previous="zeros"), "hidden",
-     "the cell also needs the previous state: cell(input, hidden); without it the "
-     "GRU starts from zeros"),
+    (
+        dict(previous="zeros"),
+        "hidden",
+        "the cell also needs the previous state: cell(input, hidden); without it the GRU starts from zeros",
+    ),
     (dict(output_state="previous"), "logits", "the output layer reads the *new* state: W_o [s_i; c_i; E y_(i-1)]"),
-    *[(dict(output_order=order), "logits", _OUTPUT_ORDER_HINT)
-      for order in ("sec", "cse", "ces", "esc", "ecs")],
-    (dict(softmax_logits=True), "logits",
-     "return the raw logits W_o [s_i; c_i; E y_(i-1)], without a softmax (the loss "
-     "applies it)"),
+    *[(dict(output_order=order), "logits", _OUTPUT_ORDER_HINT) for order in ("sec", "cse", "ces", "esc", "ecs")],
+    (
+        dict(softmax_logits=True),
+        "logits",
+        "return the raw logits W_o [s_i; c_i; E y_(i-1)], without a softmax (the loss applies it)",
+    ),
 ]
 
 #: The items in the order they are computed: the first wrong one is reported.
@@ -530,12 +648,17 @@ def _compare_step(got, case: Case) -> str | None:
     problem = _first_wrong_item(got, expected, _STEP_ORDER, case.args[3]) or problem
     hidden = got["hidden"]
     if close(hidden, case.args[1]) and not close(hidden, expected["hidden"]):
-        return (f"{problem}\nhint: this is the previous state s_(i-1): return the new "
-                "one, s_i = cell([E y_(i-1); c_i], s_(i-1))")
-    if not close(got["weights"], expected["weights"]) and close(got["weights"],
-                                                                  _bahdanau_step(*case.args, query="new")[3]):
-        return (f"{problem}\nhint: score the *previous* state s_(i-1), before the GRU step: the context is an "
-                "input of that step, so it must exist first")
+        return (
+            f"{problem}\nhint: this is the previous state s_(i-1): return the new "
+            "one, s_i = cell([E y_(i-1); c_i], s_(i-1))"
+        )
+    if not close(got["weights"], expected["weights"]) and close(
+        got["weights"], _bahdanau_step(*case.args, query="new")[3]
+    ):
+        return (
+            f"{problem}\nhint: score the *previous* state s_(i-1), before the GRU step: the context is an "
+            "input of that step, so it must exist first"
+        )
     hint = mistake_hint(got, expected, _bahdanau_step, case.args, _STEP_MISTAKES)
     return problem if hint is None else f"{problem}\nhint: {hint}"
 
@@ -563,23 +686,29 @@ def _step_error_hint(problem: str, case: Case) -> str:
     E, H, A, h = info["E"], info["H"], info["A"], info["h"]
     width = _inconsistent_input_size(problem)
     if width == H:
-        return ("call the cell as cell(input, hidden): the input [E y_(i-1); c_i] "
-                "first, the previous state s_(i-1) second")
+        return (
+            "call the cell as cell(input, hidden): the input [E y_(i-1); c_i] first, the previous state s_(i-1) second"
+        )
     if width == E + h:
-        return (f"the context averages the annotations h_j themselves (A = {A} "
-                "numbers), not the projected U_a h_j")
+        return f"the context averages the annotations h_j themselves (A = {A} numbers), not the projected U_a h_j"
     if width is not None or ("mat1 and mat2" in problem and f"x{E}" in problem):
-        return (f"the cell reads [E y_(i-1); c_i], E + A = {E + A} numbers: "
-                "concatenate the embedding and the context before the GRU step")
+        return (
+            f"the cell reads [E y_(i-1); c_i], E + A = {E + A} numbers: "
+            "concatenate the embedding and the context before the GRU step"
+        )
     matrices = (("W_a", h, H, "hidden"), ("U_a", h, A, "annotations"))
     for name, rows, columns, x in matrices:
         if f"x{columns} and {rows}x{columns})" in problem:
-            return (f"{name} ({rows}, {columns}) is stored like nn.Linear.weight, "
-                    f"(out, in): {name} x for every x is {x} @ {name}.T")
+            return (
+                f"{name} ({rows}, {columns}) is stored like nn.Linear.weight, "
+                f"(out, in): {name} x for every x is {x} @ {name}.T"
+            )
     if any(f"x{n} and {H + A + E}x" in problem for n in (H + A, H + E, A + E)):
-        return (f"the output layer reads all three, [s_i; c_i; E y_(i-1)]: "
-                f"H + A + E = {H + A + E} numbers, "
-                "torch.cat([hidden, context, embedded], dim=-1) @ W_o.T")
+        return (
+            f"the output layer reads all three, [s_i; c_i; E y_(i-1)]: "
+            f"H + A + E = {H + A + E} numbers, "
+            "torch.cat([hidden, context, embedded], dim=-1) @ W_o.T"
+        )
     return ""
 
 
@@ -589,11 +718,16 @@ def _inconsistent_input_size(problem: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-@checker("Bahdanau decoder step", _step_cases, _compare_step, error_hint=_step_error_hint,
-         shape_hint="embedded (B, E) = ({B}, {E}), hidden (B, H) = ({B}, {H}), annotations (B, S, A) = ({B}, {S}, {A}), "
-                    "W_a (h, H) = ({h}, {H}), U_a (h, A) = ({h}, {A}), v_a (h,), W_o (V, H + A + E) = "
-                    "({V}, {H} + {A} + {E})",
-         summary="padding and no padding; B, E, H, A, S, V, h all different")
+@checker(
+    "Bahdanau decoder step",
+    _step_cases,
+    _compare_step,
+    error_hint=_step_error_hint,
+    shape_hint="embedded (B, E) = ({B}, {E}), hidden (B, H) = ({B}, {H}), annotations (B, S, A) = ({B}, {S}, {A}), "
+    "W_a (h, H) = ({h}, {H}), U_a (h, A) = ({h}, {A}), v_a (h,), W_o (V, H + A + E) = "
+    "({V}, {H} + {A} + {E})",
+    summary="padding and no padding; B, E, H, A, S, V, h all different",
+)
 def check_bahdanau_step(fn) -> bool:
     """Check ``fn(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o)``, one step of Bahdanau et al.'s
     decoder, returning ``(logits, hidden, context, weights)``::

@@ -39,10 +39,14 @@ def _masking_cases() -> list[Case]:
     lengths = torch.randint(10, 41, (ROWS,), generator=g)
     ids[torch.arange(40) >= lengths.unsqueeze(1)] = 0  # right padding
     maskable = (ids >= 4) & (ids < 40)
-    return [Case(f"{ROWS} rows of up to 40 ids: a [CLS] (41) first, then ordinary ids "
-                 f"4..39, then padding (0); mask_id={MASK_ID}, replacement_ids = 4..39",
-                 args=(ids, maskable, MASK_ID, REPLACEMENTS),
-                 arg_names=("ids", "maskable", "mask_id", "replacement_ids"))]
+    return [
+        Case(
+            f"{ROWS} rows of up to 40 ids: a [CLS] (41) first, then ordinary ids "
+            f"4..39, then padding (0); mask_id={MASK_ID}, replacement_ids = 4..39",
+            args=(ids, maskable, MASK_ID, REPLACEMENTS),
+            arg_names=("ids", "maskable", "mask_id", "replacement_ids"),
+        )
+    ]
 
 
 def _as_tensor(value):
@@ -62,10 +66,8 @@ def _compare_masking(got, case: Case) -> str | None:
     inputs, targets = (_as_tensor(item) for item in got)
     for name, value in (("inputs", inputs), ("targets", targets)):
         if not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(ids.shape):
-            return (f"{name} is {kind_of(value)} but expected a tensor of shape "
-                    f"{tuple(ids.shape)}, like ids")
-    for problem in (_form_problem, _choice_problem, _count_problem, _randomness_problem,
-                    _replacement_problem):
+            return f"{name} is {kind_of(value)} but expected a tensor of shape {tuple(ids.shape)}, like ids"
+    for problem in (_form_problem, _choice_problem, _count_problem, _randomness_problem, _replacement_problem):
         found = problem(inputs, targets, case)
         if found:
             return found
@@ -76,23 +78,28 @@ def _form_problem(inputs, targets, case: Case) -> str | None:
     """The order of the pair, the dtypes, and -100 where nothing was chosen."""
     ids, maskable = case.args[:2]
     if (inputs == IGNORE).any() and not (targets == IGNORE).any():
-        return ("inputs hold -100 and targets do not: return the pair in the order "
-                "(inputs, targets)")
+        return "inputs hold -100 and targets do not: return the pair in the order (inputs, targets)"
     if inputs.dtype == torch.bool or inputs.is_floating_point() or inputs.is_complex():
-        return (f"inputs has dtype {inputs.dtype}; token ids are integers: keep "
-                "the dtype of ids (torch.long), e.g. start from ids.clone() or use "
-                "torch.where")
+        return (
+            f"inputs has dtype {inputs.dtype}; token ids are integers: keep "
+            "the dtype of ids (torch.long), e.g. start from ids.clone() or use "
+            "torch.where"
+        )
     if targets.dtype != torch.long:
-        return (f"targets has dtype {targets.dtype}; F.cross_entropy needs integer "
-                "targets of dtype torch.long (int64), else it raises 'expected target "
-                "dtype to be Long': build them from ids, e.g. "
-                "torch.where(chosen, ids, -100)")
+        return (
+            f"targets has dtype {targets.dtype}; F.cross_entropy needs integer "
+            "targets of dtype torch.long (int64), else it raises 'expected target "
+            "dtype to be Long': build them from ids, e.g. "
+            "torch.where(chosen, ids, -100)"
+        )
     if not (targets == IGNORE).any():
         outside = targets[~maskable].unique()
         if outside.numel() == 1:
-            return (f"targets hold {outside.item()} at the positions that were not "
-                    "chosen; put -100 there, the ignore_index of F.cross_entropy, so "
-                    "that the loss skips them")
+            return (
+                f"targets hold {outside.item()} at the positions that were not "
+                "chosen; put -100 there, the ignore_index of F.cross_entropy, so "
+                "that the loss skips them"
+            )
     return None
 
 
@@ -103,25 +110,35 @@ def _choice_problem(inputs, targets, case: Case) -> str | None:
     if not chosen.any():
         return "targets hold -100 everywhere: put the original id at every chosen position"
     if (chosen & ~maskable).any():
-        message = ("a position that is not maskable (padding or the [CLS] token) was "
-                   "chosen: choose among the positions where maskable is True")
+        message = (
+            "a position that is not maskable (padding or the [CLS] token) was "
+            "chosen: choose among the positions where maskable is True"
+        )
         if torch.equal(targets[~maskable], ids[~maskable]):
-            message += ("\nhint: targets must hold -100 at every position that was not "
-                        "chosen, also at the padding and the [CLS] token")
+            message += (
+                "\nhint: targets must hold -100 at every position that was not "
+                "chosen, also at the padding and the [CLS] token"
+            )
         return message
     if not torch.equal(targets[chosen], ids[chosen]):
-        return ("targets at the chosen positions must be the original ids (what the "
-                "model has to restore), not the ids after masking")
+        return (
+            "targets at the chosen positions must be the original ids (what the "
+            "model has to restore), not the ids after masking"
+        )
     if not torch.equal(inputs[~chosen], ids[~chosen]):
         changed = (inputs != ids) & ~chosen
         hint = ""
         if not (inputs[changed] == mask_id).any():
-            hint = ("\nhint: every [MASK] has its target, but the positions given a "
-                    "random id have none: targets must cover every chosen position, "
-                    "also the 10 % replaced and the 10 % kept")
-        return ("inputs changed at positions whose target is -100: change only the "
-                "chosen positions, and give every changed position its original id "
-                f"as target{hint}")
+            hint = (
+                "\nhint: every [MASK] has its target, but the positions given a "
+                "random id have none: targets must cover every chosen position, "
+                "also the 10 % replaced and the 10 % kept"
+            )
+        return (
+            "inputs changed at positions whose target is -100: change only the "
+            "chosen positions, and give every changed position its original id "
+            f"as target{hint}"
+        )
     return None
 
 
@@ -140,8 +157,9 @@ def _count_problem(inputs, targets, case: Case) -> str | None:
     length = RATE * ids.size(1)
     same_count = bool((count == count[0]).all())
     if same_count and math.floor(length) <= count[0] <= math.ceil(length):
-        message += ("\nhint: that is 15 % of the row's length T; take 15 % of the "
-                    "row's maskable positions, maskable.sum(dim=1)")
+        message += (
+            "\nhint: that is 15 % of the row's length T; take 15 % of the row's maskable positions, maskable.sum(dim=1)"
+        )
     return message
 
 
@@ -165,25 +183,31 @@ def _randomness_problem(inputs, targets, case: Case) -> str | None:
     rank = maskable.long().cumsum(dim=1) - 1  # (B, T): place among the maskable ones
     for end, positions in (("first", rank < count), ("last", rank >= size - count)):
         if torch.equal(chosen, maskable & positions):
-            return (f"every row chose its {end} maskable positions; choose them at "
-                    "random (e.g. torch.rand(ids.shape) < 0.15, and maskable)")
+            return (
+                f"every row chose its {end} maskable positions; choose them at "
+                "random (e.g. torch.rand(ids.shape) < 0.15, and maskable)"
+            )
     same = _same_rows_share(chosen, maskable)
     if same > 0.5:
-        return (f"{same:.0%} of the pairs of rows with the same maskable positions "
-                "chose the same positions; at random hardly any would\nhint: draw "
-                "new random numbers for every row, e.g. torch.rand(ids.shape), not "
-                "one draw of shape (T,) shared by all rows (and do not call "
-                "torch.manual_seed in your function)")
+        return (
+            f"{same:.0%} of the pairs of rows with the same maskable positions "
+            "chose the same positions; at random hardly any would\nhint: draw "
+            "new random numbers for every row, e.g. torch.rand(ids.shape), not "
+            "one draw of shape (T,) shared by all rows (and do not call "
+            "torch.manual_seed in your function)"
+        )
     first = chosen & (2 * rank < size)  # in the first half of the maskable positions
     total = chosen.sum().item()
     share = first.sum().item() / total
     expected = ((count * ((size + 1) // 2)) / size).sum().item() / total
     if abs(share - expected) > 0.12:
-        return (f"{share:.0%} of the chosen positions lie in the first half of their "
-                f"row's maskable positions; at random about {expected:.0%} would\n"
-                "hint: every maskable position must have the same chance: choose "
-                "them at random over the whole row, e.g. "
-                "torch.rand(ids.shape) < 0.15, and maskable")
+        return (
+            f"{share:.0%} of the chosen positions lie in the first half of their "
+            f"row's maskable positions; at random about {expected:.0%} would\n"
+            "hint: every maskable position must have the same chance: choose "
+            "them at random over the whole row, e.g. "
+            "torch.rand(ids.shape) < 0.15, and maskable"
+        )
     return None
 
 
@@ -195,20 +219,25 @@ def _replacement_problem(inputs, targets, case: Case) -> str | None:
     random = (inputs != mask_id) & (inputs != ids) & chosen
     kept = (inputs == ids) & chosen
     n = chosen.sum().item()
-    shares = (f"[MASK] {as_mask.sum().item() / n:.1%}, another id "
-              f"{random.sum().item() / n:.1%}, unchanged {kept.sum().item() / n:.1%}")
+    shares = (
+        f"[MASK] {as_mask.sum().item() / n:.1%}, another id "
+        f"{random.sum().item() / n:.1%}, unchanged {kept.sum().item() / n:.1%}"
+    )
     if random.any() and not torch.isin(inputs[random], replacements).all():
-        return ("a chosen position got an id that is not in replacement_ids (a special "
-                "token or [MASK]'s own id): draw the random ids from replacement_ids")
+        return (
+            "a chosen position got an id that is not in replacement_ids (a special "
+            "token or [MASK]'s own id): draw the random ids from replacement_ids"
+        )
     chance = 0.1 / len(replacements)  # a random id that happens to be the original one
-    expected = {"[MASK]": (as_mask, 0.8), "another id": (random, 0.1 - chance),
-                "unchanged": (kept, 0.1 + chance)}
+    expected = {"[MASK]": (as_mask, 0.8), "another id": (random, 0.1 - chance), "unchanged": (kept, 0.1 + chance)}
     for name, (where, target) in expected.items():
         if abs(where.sum().item() / n - target) > 0.045:
-            return (f"of the chosen positions: {shares}; expected about 80 %, 10 % and "
-                    "10 %\nhint: draw one uniform number u per chosen position: "
-                    "u < 0.8 -> mask_id, 0.8 <= u < 0.9 -> a random id from "
-                    "replacement_ids, otherwise keep the original")
+            return (
+                f"of the chosen positions: {shares}; expected about 80 %, 10 % and "
+                "10 %\nhint: draw one uniform number u per chosen position: "
+                "u < 0.8 -> mask_id, 0.8 <= u < 0.9 -> a random id from "
+                "replacement_ids, otherwise keep the original"
+            )
     return _drawn_problem(ids[random], inputs[random], replacements)
 
 
@@ -222,30 +251,42 @@ def _drawn_problem(originals, drawn, replacements) -> str | None:
     # far beyond chance: a uniform draw exceeds this less than once in millions
     if chi_square > freedom + 10 * math.sqrt(2 * freedom):
         most = int(counts.argmax())
-        return (f"the random ids are not drawn uniformly from replacement_ids: "
-                f"{int((counts > 0).sum())} of its {len(replacements)} ids appeared "
-                f"among the {len(drawn)} random replacements, id "
-                f"{int(replacements[most])} {int(counts[most])} times (about "
-                f"{mean:.0f} each expected)\nhint: draw one id per position, each id "
-                "of replacement_ids equally likely: "
-                "replacement_ids[torch.randint(len(replacement_ids), ids.shape)]")
-    repeated = sum(int(drawn[originals == original].unique(return_counts=True)[1].max())
-                   for original in originals.unique())
+        return (
+            f"the random ids are not drawn uniformly from replacement_ids: "
+            f"{int((counts > 0).sum())} of its {len(replacements)} ids appeared "
+            f"among the {len(drawn)} random replacements, id "
+            f"{int(replacements[most])} {int(counts[most])} times (about "
+            f"{mean:.0f} each expected)\nhint: draw one id per position, each id "
+            "of replacement_ids equally likely: "
+            "replacement_ids[torch.randint(len(replacement_ids), ids.shape)]"
+        )
+    repeated = sum(
+        int(drawn[originals == original].unique(return_counts=True)[1].max()) for original in originals.unique()
+    )
     if repeated > 0.75 * len(drawn):  # at random about 0.25
         offsets, counts = (drawn - originals).unique(return_counts=True)
-        usual = (f" (here mostly the original id + {int(offsets[counts.argmax()])})"
-                 if counts.max() > 0.5 * len(drawn) else "")
-        return ("the random id depends on the original one: the same original id "
-                f"mostly got the same replacement{usual}\nhint: draw it at random, "
-                "whatever the original: "
-                "replacement_ids[torch.randint(len(replacement_ids), ids.shape)]")
+        usual = (
+            f" (here mostly the original id + {int(offsets[counts.argmax()])})"
+            if counts.max() > 0.5 * len(drawn)
+            else ""
+        )
+        return (
+            "the random id depends on the original one: the same original id "
+            f"mostly got the same replacement{usual}\nhint: draw it at random, "
+            "whatever the original: "
+            "replacement_ids[torch.randint(len(replacement_ids), ids.shape)]"
+        )
     return None
 
 
-@checker("80/10/10 masking", _masking_cases, _compare_masking,
-         summary=f"{ROWS} rows: how many positions, spread at random over each row and "
-                 "different in every row; what each chosen one became; random ids "
-                 "uniform over replacement_ids")
+@checker(
+    "80/10/10 masking",
+    _masking_cases,
+    _compare_masking,
+    summary=f"{ROWS} rows: how many positions, spread at random over each row and "
+    "different in every row; what each chosen one became; random ids "
+    "uniform over replacement_ids",
+)
 def check_mask_tokens(fn) -> bool:
     """Check ``fn(ids, maskable, mask_id, replacement_ids) -> (inputs, targets)``, BERT's masked-token rule:
     choose 15 % of the maskable positions at random (each row's share, or each position with probability
@@ -271,11 +312,13 @@ def check_mask_tokens(fn) -> bool:
 
 def _seeded(check):
     """Run ``check`` with torch's global random numbers seeded, and restore them after."""
+
     @functools.wraps(check)
     def run(fn) -> bool:
         with torch.random.fork_rng():
             torch.manual_seed(0)
             return check(fn)
+
     return run
 
 
@@ -288,16 +331,23 @@ check_mask_tokens = _seeded(check_mask_tokens)
 def _running_cases() -> list[Case]:
     rng = np.random.default_rng(0)
     cases = []
-    for L_q, L_k, d, d_v, block, scale, note in ((3, 8, 4, 5, 4, 1.0, "blocks that divide L_k"),
-                                                 (2, 7, 4, 3, 3, 1.0, "a last block shorter than the others"),
-                                                 (4, 6, 3, 2, 1, 1.0, "blocks of one key"),
-                                                 (2, 5, 4, 4, 16, 1.0, "one block larger than L_k"),
-                                                 (3, 9, 4, 2, 4, 1500.0, "scores in the thousands")):
+    for L_q, L_k, d, d_v, block, scale, note in (
+        (3, 8, 4, 5, 4, 1.0, "blocks that divide L_k"),
+        (2, 7, 4, 3, 3, 1.0, "a last block shorter than the others"),
+        (4, 6, 3, 2, 1, 1.0, "blocks of one key"),
+        (2, 5, 4, 4, 16, 1.0, "one block larger than L_k"),
+        (3, 9, 4, 2, 4, 1500.0, "scores in the thousands"),
+    ):
         q, k, v = rng.normal(size=(L_q, d)) * scale, rng.normal(size=(L_k, d)), rng.normal(size=(L_k, d_v))
-        cases.append(Case(f"q {q.shape}, k {k.shape}, v {v.shape}, block_size={block}: {note}",
-                          args=(q, k, v, block), arg_names=("q", "k", "v", "block_size"),
-                          expected=running_softmax_attention(q, k, v, block),
-                          info={"large": scale > 1}))
+        cases.append(
+            Case(
+                f"q {q.shape}, k {k.shape}, v {v.shape}, block_size={block}: {note}",
+                args=(q, k, v, block),
+                arg_names=("q", "k", "v", "block_size"),
+                expected=running_softmax_attention(q, k, v, block),
+                info={"large": scale > 1},
+            )
+        )
     return cases
 
 
@@ -308,7 +358,7 @@ def _blockwise(q, k, v, block, mistake):
     m, l, acc = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
     size = block - 1 if mistake == "short" else block
     for start in range(0, len(k), block):
-        scores = q @ k[start:start + size].T / np.sqrt(q.shape[1])
+        scores = q @ k[start : start + size].T / np.sqrt(q.shape[1])
         new = np.maximum(m, scores.max(axis=1, keepdims=True))
         p = np.exp(scores - new)
         rescale = np.exp(m - new)
@@ -317,7 +367,7 @@ def _blockwise(q, k, v, block, mistake):
             rescale = np.where(finite, np.exp(new - np.where(finite, m, 0.0)), 0.0)
         l = l * rescale + p.sum(axis=1, keepdims=True)
         acc_rescale = 1.0 if mistake == "acc not rescaled" else rescale
-        acc = acc * acc_rescale + p @ v[start:start + size]
+        acc = acc * acc_rescale + p @ v[start : start + size]
         m = new
     return acc if mistake == "not divided" else acc / l
 
@@ -327,29 +377,39 @@ def _running_mistakes(q, k, v, block) -> list:
     d_k = q.shape[1]
     end = len(k) // block * block  # where a loop without the short last block stops
     return [
-        (_blockwise(q, k, v, block, "acc not rescaled"),
-         "the sum l is rescaled when the maximum grows, but the weighted sum of values "
-         "is not: multiply acc by exp(m - m') too"),
-        (_blockwise(q, k, v, block, "not divided"),
-         "divide the weighted sum of values by l at the end"),
-        (scaled_dot_product_attention(q, k[-block:], v[-block:])[0]
-         if block < len(k) else None,
-         "this is attention to the last block only: carry m, l and acc from block to "
-         "block"),
-        (scaled_dot_product_attention(q * np.sqrt(q.shape[1]), k, v)[0],
-         "the scores are q·k / √d_k: divide by the square root of q's last size"),
-        (scaled_dot_product_attention(q / np.sqrt(d_k), k, v)[0],
-         "the scores were divided by d_k; the scale is √d_k, np.sqrt(q.shape[1])"),
-        (_blockwise(q, k, v, block, "inverted"),
-         "when a block raises the maximum from m to m', the old sums shrink: multiply "
-         "l and acc by exp(m - m'), not exp(m' - m)"),
-        (_blockwise(q, k, v, block, "short") if block > 1 else None,
-         "each block holds block_size keys, k[start:start + block_size] (the end of a "
-         "slice is not included): yours left out one key per block"),
-        (scaled_dot_product_attention(q, k[:end], v[:end])[0]
-         if 0 < end < len(k) else None,
-         "the last block is shorter than the others and was left out: loop over "
-         "range(0, L_k, block_size); a slice stops at L_k by itself"),
+        (
+            _blockwise(q, k, v, block, "acc not rescaled"),
+            "the sum l is rescaled when the maximum grows, but the weighted sum of values "
+            "is not: multiply acc by exp(m - m') too",
+        ),
+        (_blockwise(q, k, v, block, "not divided"), "divide the weighted sum of values by l at the end"),
+        (
+            scaled_dot_product_attention(q, k[-block:], v[-block:])[0] if block < len(k) else None,
+            "this is attention to the last block only: carry m, l and acc from block to block",
+        ),
+        (
+            scaled_dot_product_attention(q * np.sqrt(q.shape[1]), k, v)[0],
+            "the scores are q·k / √d_k: divide by the square root of q's last size",
+        ),
+        (
+            scaled_dot_product_attention(q / np.sqrt(d_k), k, v)[0],
+            "the scores were divided by d_k; the scale is √d_k, np.sqrt(q.shape[1])",
+        ),
+        (
+            _blockwise(q, k, v, block, "inverted"),
+            "when a block raises the maximum from m to m', the old sums shrink: multiply "
+            "l and acc by exp(m - m'), not exp(m' - m)",
+        ),
+        (
+            _blockwise(q, k, v, block, "short") if block > 1 else None,
+            "each block holds block_size keys, k[start:start + block_size] (the end of a "
+            "slice is not included): yours left out one key per block",
+        ),
+        (
+            scaled_dot_product_attention(q, k[:end], v[:end])[0] if 0 < end < len(k) else None,
+            "the last block is shorter than the others and was left out: loop over "
+            "range(0, L_k, block_size); a slice stops at L_k by itself",
+        ),
     ]
 
 
@@ -361,12 +421,16 @@ def _compare_running(got, case: Case) -> str | None:
         return problem
     if not np.all(np.isfinite(got)):
         if not case.info["large"] and np.all(np.isnan(got)):
-            return (f"{problem}\nhint: m starts at -inf, so on the first block "
-                    "exp(x - m) is inf (and 0 · inf or inf / inf is NaN): subtract the "
-                    "new maximum, exp(scores - m'), and multiply the old sums by "
-                    "exp(m - m'), which is 0 on the first block, not by exp(m' - m)")
-        return (f"{problem}\nhint: exp overflowed: subtract the running maximum before exp, and when a block "
-                "raises the maximum from m to m', multiply the old sums by exp(m - m')")
+            return (
+                f"{problem}\nhint: m starts at -inf, so on the first block "
+                "exp(x - m) is inf (and 0 · inf or inf / inf is NaN): subtract the "
+                "new maximum, exp(scores - m'), and multiply the old sums by "
+                "exp(m - m'), which is 0 on the first block, not by exp(m' - m)"
+            )
+        return (
+            f"{problem}\nhint: exp overflowed: subtract the running maximum before exp, and when a block "
+            "raises the maximum from m to m', multiply the old sums by exp(m - m')"
+        )
     with np.errstate(all="ignore"):  # a mistake may divide 0 by 0 on some case
         mistakes = _running_mistakes(*case.args)
     for wrong, hint in mistakes:
@@ -375,8 +439,12 @@ def _compare_running(got, case: Case) -> str | None:
     return problem
 
 
-@checker("running softmax", _running_cases, _compare_running,
-         summary="block sizes 1 to 16, a short last block, scores in the thousands")
+@checker(
+    "running softmax",
+    _running_cases,
+    _compare_running,
+    summary="block sizes 1 to 16, a short last block, scores in the thousands",
+)
 def check_running_softmax(fn) -> bool:
     """Check ``fn(q, k, v, block_size) -> out``, ``softmax(q kᵀ / √d_k) v`` computed from blocks of
     ``block_size`` keys with a running maximum, sum and weighted sum of values (FlashAttention's idea).

@@ -10,8 +10,7 @@ The references are :func:`attnbook.attention.split_heads` and :func:`attnbook.at
 import torch
 
 from attnbook.attention import merge_heads, split_heads
-from attnbook.exercises._checking import (VIEW_HINT, Case, checker, close, compare,
-                                          describe, is_view_error)
+from attnbook.exercises._checking import VIEW_HINT, Case, checker, close, compare, describe, is_view_error
 
 __all__ = ["check_split_heads", "check_merge_heads"]
 
@@ -30,16 +29,27 @@ def _mistakes(x: torch.Tensor, heads: int) -> list[tuple[torch.Tensor, str]]:
     batch, length, d_model = x.shape
     d_head = d_model // heads
     return [
-        (x.reshape(batch, heads, length, d_head), "a reshape straight to (B, H, T, d_head) mixes positions: head 0 "
-         "gets the first T·d_head numbers of the row, which spill over into the next positions. View as "
-         "(B, T, H, d_head) first, then transpose(1, 2)"),
-        (x.view(batch, length, d_head, heads).permute(0, 3, 1, 2), "head i got every H-th feature (i, i + H, ...); "
-         "it must get a contiguous block, features i·d_head .. (i+1)·d_head - 1: view as (B, T, H, d_head)"),
-        (x.view(batch, length, heads, d_head).transpose(1, 3).transpose(2, 3), "the axes are in the wrong order; "
-         "after view(B, T, H, d_head), transpose(1, 2) swaps T and H and leaves d_head last"),
-        (x.transpose(1, 2).reshape(batch, heads, length, d_head),
-         "transposing x to (B, d_model, T) before the reshape mixes features and "
-         "positions: view as (B, T, H, d_head) first, then transpose(1, 2)"),
+        (
+            x.reshape(batch, heads, length, d_head),
+            "a reshape straight to (B, H, T, d_head) mixes positions: head 0 "
+            "gets the first T·d_head numbers of the row, which spill over into the next positions. View as "
+            "(B, T, H, d_head) first, then transpose(1, 2)",
+        ),
+        (
+            x.view(batch, length, d_head, heads).permute(0, 3, 1, 2),
+            "head i got every H-th feature (i, i + H, ...); "
+            "it must get a contiguous block, features i·d_head .. (i+1)·d_head - 1: view as (B, T, H, d_head)",
+        ),
+        (
+            x.view(batch, length, heads, d_head).transpose(1, 3).transpose(2, 3),
+            "the axes are in the wrong order; "
+            "after view(B, T, H, d_head), transpose(1, 2) swaps T and H and leaves d_head last",
+        ),
+        (
+            x.transpose(1, 2).reshape(batch, heads, length, d_head),
+            "transposing x to (B, d_model, T) before the reshape mixes features and "
+            "positions: view as (B, T, H, d_head) first, then transpose(1, 2)",
+        ),
     ]
 
 
@@ -47,8 +57,14 @@ def _split_cases() -> list[Case]:
     cases = []
     for batch, length, d_model, heads in _SIZES:
         x = _labelled(batch, length, d_model)
-        cases.append(Case(f"x {describe(x)} holding 1000·b + 100·t + feature, num_heads={heads}",
-                          args=(x, heads), arg_names=("x", "num_heads"), expected=split_heads(x, heads)))
+        cases.append(
+            Case(
+                f"x {describe(x)} holding 1000·b + 100·t + feature, num_heads={heads}",
+                args=(x, heads),
+                arg_names=("x", "num_heads"),
+                expected=split_heads(x, heads),
+            )
+        )
     return cases
 
 
@@ -65,8 +81,12 @@ def _compare_split(got, case: Case) -> str | None:
     return problem
 
 
-@checker("split heads", _split_cases, _compare_split,
-         summary="T, d_head and the number of heads all different; one head; one feature per head; a batch of one")
+@checker(
+    "split heads",
+    _split_cases,
+    _compare_split,
+    summary="T, d_head and the number of heads all different; one head; one feature per head; a batch of one",
+)
 def check_split_heads(fn) -> bool:
     """Check ``fn(x, num_heads) -> heads``: the features of every position cut into ``num_heads`` heads.
 
@@ -94,8 +114,9 @@ def _merge_cases() -> list[Case]:
             x = x.contiguous()
         sizes_text = f"(B={batch}, H={heads}, T={length}, d_head={d_model // heads})"
         memory = ", contiguous in memory (as weights @ v is)" if contiguous else ""
-        cases.append(Case(f"heads {describe(x)} {sizes_text}{memory}",
-                          args=(x,), arg_names=("heads",), expected=merge_heads(x)))
+        cases.append(
+            Case(f"heads {describe(x)} {sizes_text}{memory}", args=(x,), arg_names=("heads",), expected=merge_heads(x))
+        )
     return cases
 
 
@@ -104,16 +125,22 @@ def _merge_mistakes(x: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
     batch, heads, length, d_head = x.shape
     d_model = heads * d_head
     return [
-        (x.reshape(batch, length, d_model),
-         "a reshape straight from (B, H, T, d_head) to (B, T, d_model) mixes heads and "
-         "positions: transpose(1, 2) to (B, T, H, d_head) first, then reshape"),
-        (x.permute(0, 2, 3, 1).reshape(batch, length, d_model),
-         "permute(0, 2, 3, 1) gives (B, T, d_head, H), so the heads' features end up "
-         "interleaved (every H-th feature from one head); permute(0, 2, 1, 3), that is "
-         "transpose(1, 2), gives (B, T, H, d_head): each head's block in one piece"),
-        (x.transpose(2, 3).reshape(batch, length, d_model),
-         "transpose(2, 3) swaps T and d_head; the heads and the positions must swap: "
-         "transpose(1, 2) to (B, T, H, d_head), then reshape"),
+        (
+            x.reshape(batch, length, d_model),
+            "a reshape straight from (B, H, T, d_head) to (B, T, d_model) mixes heads and "
+            "positions: transpose(1, 2) to (B, T, H, d_head) first, then reshape",
+        ),
+        (
+            x.permute(0, 2, 3, 1).reshape(batch, length, d_model),
+            "permute(0, 2, 3, 1) gives (B, T, d_head, H), so the heads' features end up "
+            "interleaved (every H-th feature from one head); permute(0, 2, 1, 3), that is "
+            "transpose(1, 2), gives (B, T, H, d_head): each head's block in one piece",
+        ),
+        (
+            x.transpose(2, 3).reshape(batch, length, d_model),
+            "transpose(2, 3) swaps T and d_head; the heads and the positions must swap: "
+            "transpose(1, 2) to (B, T, H, d_head), then reshape",
+        ),
     ]
 
 
@@ -132,9 +159,14 @@ def _merge_error_hint(problem: str, case: Case) -> str:
     return VIEW_HINT if is_view_error(problem) else ""
 
 
-@checker("merge heads", _merge_cases, _compare_merge, error_hint=_merge_error_hint,
-         summary="the same sizes as split heads, in reverse; the views split heads "
-                 "returns and contiguous tensors like weights @ v")
+@checker(
+    "merge heads",
+    _merge_cases,
+    _compare_merge,
+    error_hint=_merge_error_hint,
+    summary="the same sizes as split heads, in reverse; the views split heads "
+    "returns and contiguous tensors like weights @ v",
+)
 def check_merge_heads(fn) -> bool:
     """Check ``fn(heads) -> x``: the inverse of splitting, ``x[b, t, i·d_head:(i+1)·d_head] == heads[b, i, t]``.
 

@@ -12,8 +12,18 @@ import math
 import torch
 
 from attnbook.attention import scaled_dot_product_attention
-from attnbook.exercises._checking import (MASKING_MISTAKES, Case, checker, close, compare, describe, first_problem,
-                                          non_finite_problem, softmax_with, weights_problem)
+from attnbook.exercises._checking import (
+    MASKING_MISTAKES,
+    Case,
+    checker,
+    close,
+    compare,
+    describe,
+    first_problem,
+    non_finite_problem,
+    softmax_with,
+    weights_problem,
+)
 
 __all__ = ["check_window_average", "check_scaled_dot_product_attention"]
 
@@ -34,8 +44,14 @@ def _window_cases() -> list[Case]:
         x = torch.randn(batch, length, d, generator=generator)
         band = _band(length, window)
         expected = band / band.sum(dim=1, keepdim=True) @ x  # (T, T) @ (B, T, d) -> (B, T, d)
-        cases.append(Case(f"x {describe(x)} (B={batch}, T={length}, d={d}), window={window}", args=(x, window),
-                          arg_names=("x", "window"), expected=expected))
+        cases.append(
+            Case(
+                f"x {describe(x)} (B={batch}, T={length}, d={d}), window={window}",
+                args=(x, window),
+                arg_names=("x", "window"),
+                expected=expected,
+            )
+        )
     return cases
 
 
@@ -50,23 +66,32 @@ def _window_slips(x: torch.Tensor, window: int) -> list[tuple[torch.Tensor, str]
     band, ones = _band(length, window), torch.ones(length, length)
     before_t = torch.tril(ones, diagonal=-1)  # (T, T): row t holds 0 .. t-1
     without_t = [before_t - torch.tril(ones, diagonal=-w) for w in (window, window + 1)]
-    without_t_hint = ("the window includes position t itself: average "
-                      "x[t - window + 1], ..., x[t] (keep the diagonal: "
-                      "torch.tril(ones), not diagonal=-1)")
+    without_t_hint = (
+        "the window includes position t itself: average "
+        "x[t - window + 1], ..., x[t] (keep the diagonal: "
+        "torch.tril(ones), not diagonal=-1)"
+    )
     slips = [(_averaged(b, x), without_t_hint) for b in without_t]
     slips += [(torch.nan_to_num(_averaged(b, x)), without_t_hint) for b in without_t]
     if window > 1:
-        slips.append((_averaged(_band(length, window - 1), x),
-                      "one position too few: the window of t is t - window + 1 .. t, "
-                      "`window` positions including t"))
+        slips.append(
+            (
+                _averaged(_band(length, window - 1), x),
+                "one position too few: the window of t is t - window + 1 .. t, `window` positions including t",
+            )
+        )
     slips += [
-        (band / band.sum(dim=0, keepdim=True) @ x,
-         "each row must be divided by its own sum, band.sum(dim=1, keepdim=True); you "
-         "divided by the column sums (dim=0)"),
-        (band / band.sum(dim=1) @ x,
-         "band.sum(dim=1) has shape (T,), which divides column j by the sum of row j: "
-         "keep the dimension, band.sum(dim=1, keepdim=True), so each row is divided by "
-         "its own sum"),
+        (
+            band / band.sum(dim=0, keepdim=True) @ x,
+            "each row must be divided by its own sum, band.sum(dim=1, keepdim=True); you "
+            "divided by the column sums (dim=0)",
+        ),
+        (
+            band / band.sum(dim=1) @ x,
+            "band.sum(dim=1) has shape (T,), which divides column j by the sum of row j: "
+            "keep the dimension, band.sum(dim=1, keepdim=True), so each row is divided by "
+            "its own sum",
+        ),
     ]
     return slips
 
@@ -79,15 +104,24 @@ def _compare_window(got, case: Case) -> str | None:
     length = x.size(1)
     band, past = _band(length, window), _band(length, length)
     mistakes = [
-        (band / window @ x, "near the start a window has fewer than `window` positions: divide each row by the "
-                            "number of positions it really covers (its sum), not by `window`"),
+        (
+            band / window @ x,
+            "near the start a window has fewer than `window` positions: divide each row by the "
+            "number of positions it really covers (its sum), not by `window`",
+        ),
         (band @ x, "these are sums, not averages: divide each row of the band by its sum"),
-        (past / past.sum(dim=1, keepdim=True) @ x, "this is the average of the whole past: keep only the last "
-                                                   "`window` positions (t - window + 1 .. t)"),
-        (_band(length, window + 1) / _band(length, window + 1).sum(dim=1, keepdim=True) @ x,
-         "one position too many: the window of t is t - window + 1 .. t, `window` positions including t"),
-        (band.T / band.T.sum(dim=1, keepdim=True) @ x, "the band points forward: position t averaged t .. t + "
-                                                      "window - 1; the window must end at t"),
+        (
+            past / past.sum(dim=1, keepdim=True) @ x,
+            "this is the average of the whole past: keep only the last `window` positions (t - window + 1 .. t)",
+        ),
+        (
+            _band(length, window + 1) / _band(length, window + 1).sum(dim=1, keepdim=True) @ x,
+            "one position too many: the window of t is t - window + 1 .. t, `window` positions including t",
+        ),
+        (
+            band.T / band.T.sum(dim=1, keepdim=True) @ x,
+            "the band points forward: position t averaged t .. t + window - 1; the window must end at t",
+        ),
         *_window_slips(x, window),
     ]
     for wrong, hint in mistakes:
@@ -96,8 +130,12 @@ def _compare_window(got, case: Case) -> str | None:
     return problem
 
 
-@checker("window average", _window_cases, _compare_window,
-         summary="windows of 1 to 3 and one longer than the sequence; batches of 1 to 3; 2 to 5 features")
+@checker(
+    "window average",
+    _window_cases,
+    _compare_window,
+    summary="windows of 1 to 3 and one longer than the sequence; batches of 1 to 3; 2 to 5 features",
+)
 def check_window_average(fn) -> bool:
     """Check ``fn(x, window) -> out``, where ``out[b, t]`` is the mean of ``x[b, t - window + 1], ..., x[b, t]``.
 
@@ -127,32 +165,61 @@ def _sdpa_cases() -> list[Case]:
     specs = [  # (q shape, L_k, d_v, mask, description of the mask, scale of the inputs)
         ((2, 3, 4), 5, 6, None, "mask=None", 1.0),
         ((2, 4, 8), 4, 3, torch.ones(4, 4, dtype=torch.bool).tril(), "a causal (T, T) mask shared by the batch", 1.0),
-        ((2, 2, 3, 8), 6, 5, torch.arange(6) < torch.tensor([6, 2]).view(2, 1, 1, 1),
-         "heads (B, H, L_q, d_k); a padding mask (B, 1, 1, L_k) with 6 and 2 keys to attend", 1.0),
+        (
+            (2, 2, 3, 8),
+            6,
+            5,
+            torch.arange(6) < torch.tensor([6, 2]).view(2, 1, 1, 1),
+            "heads (B, H, L_q, d_k); a padding mask (B, 1, 1, L_k) with 6 and 2 keys to attend",
+            1.0,
+        ),
         ((1, 3, 64), 4, 2, None, "d_k=64 with scores far from 0 (where the 1/√d_k matters)", 2.0),
-        ((2, 3, 4), 5, 4, torch.tensor([[True] * 5, [False] * 5, [True, True, False, False, False]]).expand(2, 3, 5),
-         "a (B, L_q, L_k) mask whose row 1 is fully masked", 1.0),
+        (
+            (2, 3, 4),
+            5,
+            4,
+            torch.tensor([[True] * 5, [False] * 5, [True, True, False, False, False]]).expand(2, 3, 5),
+            "a (B, L_q, L_k) mask whose row 1 is fully masked",
+            1.0,
+        ),
     ]
     cases = []
     for q_shape, length, d_v, mask, mask_text, scale in specs:
         q = randn(*q_shape, scale=scale)
         k = randn(*q_shape[:-2], length, q_shape[-1], scale=scale)
         v = randn(*q_shape[:-2], length, d_v)
-        full = torch.ones(*q_shape[:-1], length, dtype=torch.bool) if mask is None else mask.expand(*q_shape[:-1], length)
+        full = (
+            torch.ones(*q_shape[:-1], length, dtype=torch.bool) if mask is None else mask.expand(*q_shape[:-1], length)
+        )
         fully_masked = [tuple(int(i) for i in row) for row in (~full.any(-1)).nonzero()]
-        description = (f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} (L_q={q_shape[-2]}, L_k={length}, "
-                       f"d_k={q_shape[-1]}, d_v={d_v}); {mask_text}")
-        cases.append(Case(description, args=(q, k, v), kwargs={"mask": mask}, arg_names=("q", "k", "v"),
-                          expected=scaled_dot_product_attention(q, k, v, mask),
-                          info={"full_mask": full, "fully_masked": fully_masked}))
+        description = (
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} (L_q={q_shape[-2]}, L_k={length}, "
+            f"d_k={q_shape[-1]}, d_v={d_v}); {mask_text}"
+        )
+        cases.append(
+            Case(
+                description,
+                args=(q, k, v),
+                kwargs={"mask": mask},
+                arg_names=("q", "k", "v"),
+                expected=scaled_dot_product_attention(q, k, v, mask),
+                info={"full_mask": full, "fully_masked": fully_masked},
+            )
+        )
     return cases
 
 
 def _sdpa_variant(q, k, v, mask, scale="sqrt", softmax_dim=-1, masking="fill"):
     """Scaled dot-product attention with one typical mistake (the keyword arguments)."""
-    divisor = {"sqrt": math.sqrt(q.size(-1)), "none": 1.0, "d_k": q.size(-1),
-               "d_v": math.sqrt(v.size(-1)), "times": 1 / math.sqrt(q.size(-1)),
-               "L_k": math.sqrt(k.size(-2)), "size(1)": math.sqrt(q.size(1))}[scale]
+    divisor = {
+        "sqrt": math.sqrt(q.size(-1)),
+        "none": 1.0,
+        "d_k": q.size(-1),
+        "d_v": math.sqrt(v.size(-1)),
+        "times": 1 / math.sqrt(q.size(-1)),
+        "L_k": math.sqrt(k.size(-2)),
+        "size(1)": math.sqrt(q.size(1)),
+    }[scale]
     scores = q @ k.transpose(-2, -1) / divisor
     weights = softmax_with(scores, mask, masking, dim=softmax_dim)
     return weights @ v, weights
@@ -163,14 +230,19 @@ _SDPA_MISTAKES = [  # (keyword arguments of _sdpa_variant, hint), most telling f
     (dict(scale="d_k"), "the scores were divided by d_k; the scale is √d_k"),
     (dict(scale="d_v"), "the scale uses the size of the values; it is √d_k, the size of the queries and keys"),
     (dict(scale="times"), "the scores were multiplied by √d_k; divide them by it"),
-    (dict(scale="L_k"), "the scale uses the number of keys L_k; it is √d_k, the last "
-                        "size of q and k"),
-    (dict(scale="size(1)"), "q.size(1) is not d_k: it is L_q for q of shape "
-                            "(B, L_q, d_k) and the number of heads for "
-                            "(B, H, L_q, d_k); d_k is the last size, q.size(-1)"),
+    (dict(scale="L_k"), "the scale uses the number of keys L_k; it is √d_k, the last size of q and k"),
+    (
+        dict(scale="size(1)"),
+        "q.size(1) is not d_k: it is L_q for q of shape "
+        "(B, L_q, d_k) and the number of heads for "
+        "(B, H, L_q, d_k); d_k is the last size, q.size(-1)",
+    ),
     *(mistake for mistake in MASKING_MISTAKES if mistake[0]["masking"] != "multiply"),
-    (dict(softmax_dim=-2), "the softmax ran over the queries (dim=-2); each query's weights over the keys must "
-                           "sum to 1: softmax over the last dimension"),
+    (
+        dict(softmax_dim=-2),
+        "the softmax ran over the queries (dim=-2); each query's weights over the keys must "
+        "sum to 1: softmax over the last dimension",
+    ),
 ]
 
 
@@ -204,17 +276,22 @@ def _compare_sdpa(got, case: Case) -> str | None:
         return found
     problem = compare(out, expected_out, "out")
     if problem and out.shape == expected_out.shape and not torch.isfinite(out).all():
-        return (f"{problem}\nhint: the weights are right but out is not: compute out = "
-                "weights @ v from the cleaned weights (after the NaN of a fully masked "
-                "row became 0), not from the weights before the clean-up")
+        return (
+            f"{problem}\nhint: the weights are right but out is not: compute out = "
+            "weights @ v from the cleaned weights (after the NaN of a fully masked "
+            "row became 0), not from the weights before the clean-up"
+        )
     return problem and f"{problem}\nhint: the weights are right; the output is their average of the values, weights @ v"
 
 
-@checker("scaled dot-product attention", _sdpa_cases, _compare_sdpa,
-         shape_hint="q (..., L_q, d_k), k (..., L_k, d_k), v (..., L_k, d_v): the scores are q @ k.transpose(-2, -1), "
-                    "(..., L_q, L_k); the output is weights @ v, (..., L_q, d_v)",
-         summary="3-D and 4-D inputs, L_q != L_k, d_v != d_k, no mask, causal and padding masks, a fully masked "
-                 "row, d_k=64")
+@checker(
+    "scaled dot-product attention",
+    _sdpa_cases,
+    _compare_sdpa,
+    shape_hint="q (..., L_q, d_k), k (..., L_k, d_k), v (..., L_k, d_v): the scores are q @ k.transpose(-2, -1), "
+    "(..., L_q, L_k); the output is weights @ v, (..., L_q, d_v)",
+    summary="3-D and 4-D inputs, L_q != L_k, d_v != d_k, no mask, causal and padding masks, a fully masked row, d_k=64",
+)
 def check_scaled_dot_product_attention(fn) -> bool:
     """Check ``fn(q, k, v, mask=None) -> (out, weights)``, scaled dot-product attention.
 

@@ -14,9 +14,9 @@ import torch
 from attnbook.exercises._checking import (
     Case,
     ScriptedSeq2Seq,
+    checker,
     compare,
     describe,
-    checker,
     kind_of,
 )
 
@@ -39,16 +39,18 @@ def _teacher_forcing_cases() -> list[Case]:
     for lengths, bos_id, eos_id, pad_id in specs:
         targets = _random_targets(lengths, eos_id, pad_id, {bos_id}, generator)
         expected = torch.cat([torch.full_like(targets[:, :1], bos_id), targets[:, :-1]], dim=1)
-        cases.append(Case(
-            description=(
-                f"targets = {targets.tolist()} ({describe(targets)}, rows of lengths "
-                f"{', '.join(map(str, lengths))} with eos={eos_id}), bos_id={bos_id}, pad_id={pad_id}"
-            ),
-            args=(targets, bos_id, pad_id),
-            arg_names=("targets", "bos_id", "pad_id"),
-            expected=expected,
-            info={"targets": targets.clone(), "bos_id": bos_id, "pad_id": pad_id},
-        ))
+        cases.append(
+            Case(
+                description=(
+                    f"targets = {targets.tolist()} ({describe(targets)}, rows of lengths "
+                    f"{', '.join(map(str, lengths))} with eos={eos_id}), bos_id={bos_id}, pad_id={pad_id}"
+                ),
+                args=(targets, bos_id, pad_id),
+                arg_names=("targets", "bos_id", "pad_id"),
+                expected=expected,
+                info={"targets": targets.clone(), "bos_id": bos_id, "pad_id": pad_id},
+            )
+        )
     return cases
 
 
@@ -75,8 +77,9 @@ def _compare_teacher_forcing(got, case: Case) -> str | None:
     lines = [problem] + ([f"hint: {hint}"] if hint else [])
     if _is_int_tensor(got) and got.shape == expected.shape:
         row = int((got != expected).any(dim=1).nonzero()[0])
-        lines.append(f"row {row}: targets {targets[row].tolist()} -> "
-                     f"expected {expected[row].tolist()}, got {got[row].tolist()}")
+        lines.append(
+            f"row {row}: targets {targets[row].tolist()} -> expected {expected[row].tolist()}, got {got[row].tolist()}"
+        )
     return "\n".join(lines)
 
 
@@ -106,11 +109,9 @@ def _teacher_forcing_hint(got, case: Case) -> str:
             return "return a torch tensor (e.g. torch.from_numpy(...)), like targets"
         return ""
     if tuple(got.shape) == (batch, steps + 1):
-        return ("you kept the last column; drop it (targets[:, :-1]) so the output has "
-                "the shape of targets")
+        return "you kept the last column; drop it (targets[:, :-1]) so the output has the shape of targets"
     if tuple(got.shape) == (batch, steps - 1):
-        return ("put a column of bos_id in front of targets[:, :-1]; the output has the "
-                "same shape as targets")
+        return "put a column of bos_id in front of targets[:, :-1]; the output has the same shape as targets"
     if tuple(got.shape) == (steps, batch):
         return "the output looks transposed; keep the batch first: (B, T)"
     if got.shape != targets.shape:
@@ -123,17 +124,20 @@ def _teacher_forcing_hint(got, case: Case) -> str:
 def _shift_hint(got, targets, bos_id: int, pad_id: int) -> str:
     """The hint for an integer answer of the right shape ("" if no guess)."""
     if torch.equal(got, targets):
-        return ("this is targets unchanged; shift it one step to the right and put "
-                "bos_id in front: bos_id, then targets[:, :-1]")
+        return (
+            "this is targets unchanged; shift it one step to the right and put "
+            "bos_id in front: bos_id, then targets[:, :-1]"
+        )
     if torch.equal(got[:, :-1], targets[:, 1:]):
-        return ("you shifted to the left; shift to the right: the input at step t is the "
-                "target of step t - 1, and bos_id comes first")
+        return (
+            "you shifted to the left; shift to the right: the input at step t is the "
+            "target of step t - 1, and bos_id comes first"
+        )
     shifted = torch.equal(got[:, 1:], targets[:, :-1])
     if torch.equal(got[:, 2:], targets[:, :-2]) and not shifted:
         return "you shifted by two steps; shift by one: bos_id, then targets[:, :-1]"
     if torch.equal(got[:, 1:], targets[:, 1:]):
-        return ("every target token must move one step to the right, not only the first "
-                "be replaced by bos_id")
+        return "every target token must move one step to the right, not only the first be replaced by bos_id"
     if shifted and not (got[:, 0] == bos_id).all():
         return _first_column_hint(got[:, 0], targets, bos_id, pad_id)
     bos = torch.full_like(targets[:, :1], bos_id)  # (B, 1)
@@ -141,25 +145,34 @@ def _shift_hint(got, targets, bos_id: int, pad_id: int) -> str:
     padding = targets == pad_id
     if wrong.any() and not (wrong & ~padding).any():
         value = int(got[wrong][0])
-        return (f"the output differs only where targets hold padding "
-                f"(pad_id={pad_id}); there put the shifted token or pad_id, "
-                f"not {value}")
+        return (
+            f"the output differs only where targets hold padding "
+            f"(pad_id={pad_id}); there put the shifted token or pad_id, "
+            f"not {value}"
+        )
     return ""
 
 
 def _first_column_hint(first, targets, bos_id: int, pad_id: int) -> str:
     if pad_id != bos_id and (first == pad_id).all():
-        return (f"the first column holds pad_id={pad_id}; it must be bos_id={bos_id} "
-                "(the arguments come in the order targets, bos_id, pad_id)")
+        return (
+            f"the first column holds pad_id={pad_id}; it must be bos_id={bos_id} "
+            "(the arguments come in the order targets, bos_id, pad_id)"
+        )
     if torch.equal(first, targets[:, -1]):
-        return ("torch.roll wraps the last column around to the front; put bos_id in "
-                "the first column afterwards (or build the result with torch.cat)")
-    return (f"the first column must be bos_id={bos_id} (use the argument, not a fixed "
-            "number)")
+        return (
+            "torch.roll wraps the last column around to the front; put bos_id in "
+            "the first column afterwards (or build the result with torch.cat)"
+        )
+    return f"the first column must be bos_id={bos_id} (use the argument, not a fixed number)"
 
 
-@checker("teacher-forcing inputs", _teacher_forcing_cases, _compare_teacher_forcing,
-         summary="rows of different lengths, a batch of one, other bos_id and pad_id, targets left unchanged")
+@checker(
+    "teacher-forcing inputs",
+    _teacher_forcing_cases,
+    _compare_teacher_forcing,
+    summary="rows of different lengths, a batch of one, other bos_id and pad_id, targets left unchanged",
+)
 def check_teacher_forcing_inputs(fn) -> bool:
     """Check ``fn(targets, bos_id, pad_id) -> decoder_inputs``, the teacher-forcing inputs.
 
@@ -212,9 +225,14 @@ def _greedy_case(src_lengths, answer_lengths, max_len, bos_id, eos_id, generator
 
     def new_model():
         return _CountingSeq2Seq(
-            src, scripts, vocab_size, bos_id, eos_id, max_steps, pad_id=pad_id,
-            runaway_hint=(f"but max_len={max_len}: stop after max_len steps even if a row "
-                          "never predicts eos"),
+            src,
+            scripts,
+            vocab_size,
+            bos_id,
+            eos_id,
+            max_steps,
+            pad_id=pad_id,
+            runaway_hint=(f"but max_len={max_len}: stop after max_len steps even if a row never predicts eos"),
         )
 
     expected = _reference_greedy(new_model(), src, max_len, bos_id, eos_id)
@@ -238,8 +256,10 @@ def _describe_answers(answer_lengths) -> str:
         return "the model never predicts eos"
     text = f"the model predicts eos after {', '.join(map(str, ending.values()))} tokens"
     if never:
-        text += (f" in rows {', '.join(map(str, ending))} and never in "
-                 f"row{'s' if len(never) > 1 else ''} {', '.join(map(str, never))}")
+        text += (
+            f" in rows {', '.join(map(str, ending))} and never in "
+            f"row{'s' if len(never) > 1 else ''} {', '.join(map(str, never))}"
+        )
     return text
 
 
@@ -324,31 +344,36 @@ def _compare_greedy(got, case: Case) -> str | None:
             return f"{hint}\nrow {row}: expected {expected_row}, got {got_row}"
     model, max_len = case.args[0], case.info["max_len"]
     if model.most_steps > max_len:
-        return (f"the tokens are right, but model.step was called {model.most_steps} "
-                f"times for one batch and max_len={max_len}\nhint: call model.step at "
-                "most max_len times: stop after max_len steps, or as soon as every row "
-                "has predicted eos")
+        return (
+            f"the tokens are right, but model.step was called {model.most_steps} "
+            f"times for one batch and max_len={max_len}\nhint: call model.step at "
+            "most max_len times: stop after max_len steps, or as soon as every row "
+            "has predicted eos"
+        )
     return None
 
 
 def _greedy_output_form(got, batch_size: int) -> str | None:
     """A message if ``got`` is not a list of ``batch_size`` lists of ints, else None."""
     if isinstance(got, torch.Tensor):
-        return (f"returned a tensor of shape {tuple(got.shape)}; return a list with one list of "
-                "ints per row instead (e.g. with .tolist()), each cut before eos")
+        return (
+            f"returned a tensor of shape {tuple(got.shape)}; return a list with one list of "
+            "ints per row instead (e.g. with .tolist()), each cut before eos"
+        )
     if not isinstance(got, (list, tuple)):
         return f"returned {kind_of(got)}; expected a list with one list of token ids per row"
     if got and all(_is_int(item) for item in got):
-        return (f"returned a flat list of {len(got)} ints; expected one list per row, "
-                f"e.g. [[5, 6], [7]] for a batch of two")
+        return (
+            f"returned a flat list of {len(got)} ints; expected one list per row, e.g. [[5, 6], [7]] for a batch of two"
+        )
     if len(got) != batch_size:
         rows = "1 row" if len(got) == 1 else f"{len(got)} rows"
-        problem = (f"returned {rows} but src has {batch_size}; give one list per "
-                   "source row")
-        if all(isinstance(step, (list, tuple)) and len(step) == batch_size
-               for step in got):
-            problem += ("\nhint: this looks like one list per decoding step (one token "
-                        "per row in each); regroup the tokens by row")
+        problem = f"returned {rows} but src has {batch_size}; give one list per source row"
+        if all(isinstance(step, (list, tuple)) and len(step) == batch_size for step in got):
+            problem += (
+                "\nhint: this looks like one list per decoding step (one token "
+                "per row in each); regroup the tokens by row"
+            )
         return problem
     for row, tokens in enumerate(got):
         if isinstance(tokens, torch.Tensor):
@@ -357,12 +382,16 @@ def _greedy_output_form(got, batch_size: int) -> str | None:
             return f"row {row} is {kind_of(tokens)}; expected a list of ints"
         for token in tokens:
             if isinstance(token, (list, tuple)):
-                return (f"row {row} holds lists such as {token!r}, not ints: one token "
-                        "is one int (take argmax(dim=-1) without keepdim, or squeeze "
-                        "the (B, 1) tensor before .tolist())")
+                return (
+                    f"row {row} holds lists such as {token!r}, not ints: one token "
+                    "is one int (take argmax(dim=-1) without keepdim, or squeeze "
+                    "the (B, 1) tensor before .tolist())"
+                )
             if not _is_int(token):
-                return (f"row {row} holds {type(token).__name__} values, not ints "
-                        "(use .item() on a 0-d tensor, or .tolist())")
+                return (
+                    f"row {row} holds {type(token).__name__} values, not ints "
+                    "(use .item() on a 0-d tensor, or .tolist())"
+                )
     return None
 
 
@@ -382,8 +411,7 @@ def _greedy_row_hint(row: int, got: list, expected: list, case: Case) -> str:
         hint = f"row {row} contains eos_id={eos_id}; stop at the first eos and leave it out"
         return hint + (f" (compare with eos_id={eos_id}, not with a fixed 2)" if eos_id != 2 else "")
     if len(got) > max_len:
-        return (f"row {row} has {len(got)} tokens but max_len={max_len}; "
-                "stop after at most max_len steps")
+        return f"row {row} has {len(got)} tokens but max_len={max_len}; stop after at most max_len steps"
     feeding = _feeding_hint(model, bos_id)
     if feeding:
         return feeding
@@ -397,42 +425,56 @@ def _greedy_row_hint(row: int, got: list, expected: list, case: Case) -> str:
 def _feeding_hint(model: ScriptedSeq2Seq, bos_id: int) -> str:
     """What the fake model noticed about the tokens and states it was given ("" if nothing)."""
     if model.stale_state:
-        return ("model.step was called twice with the same state; pass the new state that "
-                "model.step returns into the next step")
+        return (
+            "model.step was called twice with the same state; pass the new state that "
+            "model.step returns into the next step"
+        )
     if model.only_fed_bos:
-        return (f"model.step got bos_id={bos_id} at every step; feed back the tokens predicted "
-                "at the previous step (the argmax of the logits)")
+        return (
+            f"model.step got bos_id={bos_id} at every step; feed back the tokens predicted "
+            "at the previous step (the argmax of the logits)"
+        )
     if model.fed_wrong_token:
         step, row, fed, right = model.fed_wrong_token
         if step == 0 and getattr(model, "restarted", False):
-            return ("model.start was called again for rows already started, so the "
-                    "decoder began anew; call model.start(src) once, before the loop, "
-                    "and pass on the state that model.step returns")
+            return (
+                "model.start was called again for rows already started, so the "
+                "decoder began anew; call model.start(src) once, before the loop, "
+                "and pass on the state that model.step returns"
+            )
         if step == 0:
-            return (f"the first call of model.step got token {fed} for row {row}; "
-                    f"the first input must be bos_id={bos_id}")
-        return (f"at step {step}, row {row} was fed token {fed} but the previous step "
-                f"predicted {right}; "
-                "feed back the argmax of the logits (over the last dimension)")
+            return (
+                f"the first call of model.step got token {fed} for row {row}; the first input must be bos_id={bos_id}"
+            )
+        return (
+            f"at step {step}, row {row} was fed token {fed} but the previous step "
+            f"predicted {right}; "
+            "feed back the argmax of the logits (over the last dimension)"
+        )
     return ""
 
 
 def _too_long_hint(row: int, got: list, expected: list, pad_id: int) -> str:
-    extra = got[len(expected):]
+    extra = got[len(expected) :]
     if all(token == pad_id for token in extra):
         return f"row {row} has padding after its answer; cut each row where the model predicts eos"
-    return (f"row {row} goes on after the model predicted eos (after {len(expected)} tokens); "
-            "stop each row at its first eos")
+    return (
+        f"row {row} goes on after the model predicted eos (after {len(expected)} tokens); "
+        "stop each row at its first eos"
+    )
 
 
-def _too_short_hint(row: int, got: list, expected: list, eos_id: int,
-                    max_len: int = 0) -> str:
+def _too_short_hint(row: int, got: list, expected: list, eos_id: int, max_len: int = 0) -> str:
     if len(expected) == max_len and len(got) == max_len - 1:
-        return (f"row {row} has {len(got)} tokens but should have max_len={max_len} "
-                "(it never predicts eos in time): run max_len steps, e.g. "
-                "for _ in range(max_len)")
-    hint = (f"row {row} stops after {len(got)} tokens, too early; keep decoding a row until it "
-            "predicts eos itself (or max_len steps are done), even when other rows have finished")
+        return (
+            f"row {row} has {len(got)} tokens but should have max_len={max_len} "
+            "(it never predicts eos in time): run max_len steps, e.g. "
+            "for _ in range(max_len)"
+        )
+    hint = (
+        f"row {row} stops after {len(got)} tokens, too early; keep decoding a row until it "
+        "predicts eos itself (or max_len steps are done), even when other rows have finished"
+    )
     if expected[len(got)] == 2 != eos_id:
         hint += f" (here eos_id={eos_id}: compare with eos_id, not with a fixed 2)"
     return hint
@@ -441,16 +483,21 @@ def _too_short_hint(row: int, got: list, expected: list, eos_id: int,
 def _greedy_error_hint(problem: str, case: Case) -> str:
     """A hint for an error raised inside the loop ("" if no guess)."""
     if "expects prev_tokens of shape" in problem and "got shape ()" in problem:
-        return ("prev_tokens holds one token per row, shape (B,): start with "
-                "torch.full((B,), bos_id), and take logits.argmax(dim=-1) (argmax() "
-                "without dim gives one number for the whole batch)")
+        return (
+            "prev_tokens holds one token per row, shape (B,): start with "
+            "torch.full((B,), bos_id), and take logits.argmax(dim=-1) (argmax() "
+            "without dim gives one number for the whole batch)"
+        )
     return ""
 
 
-@checker("greedy decoding", _greedy_cases, _compare_greedy,
-         error_hint=_greedy_error_hint,
-         summary="rows finishing at different steps, a row stopped by max_len, an empty answer, other bos_id and "
-                 "eos_id")
+@checker(
+    "greedy decoding",
+    _greedy_cases,
+    _compare_greedy,
+    error_hint=_greedy_error_hint,
+    summary="rows finishing at different steps, a row stopped by max_len, an empty answer, other bos_id and eos_id",
+)
 def check_greedy_decode(fn) -> bool:
     """Check ``fn(model, src, max_len, bos_id, eos_id) -> tokens``, greedy decoding.
 

@@ -21,22 +21,29 @@ __all__ = ["check_positional_encoding", "check_causal_mask"]
 
 def _positional_cases() -> list[Case]:
     sizes = ((10, 8), (1, 4), (50, 16), (7, 64), (3, 2))  # one position; the smallest width; a wide one
-    return [Case(f"length={length}, d_model={d_model}", args=(length, d_model), arg_names=("length", "d_model"),
-                 expected=sinusoidal_positions(length, d_model)) for length, d_model in sizes]
+    return [
+        Case(
+            f"length={length}, d_model={d_model}",
+            args=(length, d_model),
+            arg_names=("length", "d_model"),
+            expected=sinusoidal_positions(length, d_model),
+        )
+        for length, d_model in sizes
+    ]
 
 
-def _angles(length: int, d_model: int, base: float = 10000.0, exponent: str = "pair",
-            first: int = 0, times: bool = False) -> torch.Tensor:
+def _angles(
+    length: int, d_model: int, base: float = 10000.0, exponent: str = "pair", first: int = 0, times: bool = False
+) -> torch.Tensor:
     """``pos / base^(...)`` for every feature ``j``: ``(length, d_model)``; the exponent
     as the paper (``2i/d`` for the pair ``i = j // 2``) or as a common mistake:
     ``"feature"`` (``j/d``), ``"2j"`` (``2j/d``), ``"4i"`` (``2·2i/d``) or ``"i"``
     (``i/d``). ``times``: ``pos · base^(...)`` instead of the division."""
     position = torch.arange(first, first + length, dtype=torch.float64).unsqueeze(1)  # (L, 1)
     j = torch.arange(d_model, dtype=torch.float64)
-    top = {"pair": 2 * (j // 2), "feature": j, "2j": 2 * j, "4i": 4 * (j // 2),
-           "i": j // 2}[exponent]
+    top = {"pair": 2 * (j // 2), "feature": j, "2j": 2 * j, "4i": 4 * (j // 2), "i": j // 2}[exponent]
     power = top / d_model
-    return position * base ** power if times else position / base ** power  # (L, d)
+    return position * base**power if times else position / base**power  # (L, d)
 
 
 def _interleaved(angles: torch.Tensor, even=torch.sin, odd=torch.cos) -> torch.Tensor:
@@ -49,31 +56,47 @@ def _positional_mistakes(length: int, d_model: int) -> list[tuple[torch.Tensor, 
     half = _angles(length, d_model)[:, 0::2]  # (L, d/2): one angle per pair
     return [
         (_interleaved(_angles(length, d_model, base=1000.0)), "the base is 10000, not 1000: pos / 10000^(2i/d_model)"),
-        (_interleaved(_angles(length, d_model), torch.cos, torch.sin),
-         "sin and cos are swapped: sin goes on the even features (0, 2, ...), cos on the odd ones"),
-        (_interleaved(_angles(length, d_model, exponent="feature")),
-         "features 2i and 2i+1 share one frequency: the exponent is 2i/d_model with i = j // 2 for feature j, "
-         "not j/d_model"),
-        (torch.cat([torch.sin(half), torch.cos(half)], dim=1),
-         "this is the [all sines | all cosines] layout; the exercise (and the paper) interleave them: sin on "
-         "even features, cos on odd ones"),
-        (_interleaved(_angles(length, d_model, exponent="2j")),
-         "the exponent is 2i/d_model where 2i is the even feature of the pair "
-         "(i = j // 2 for feature j): features 2i and 2i+1 share one angle; "
-         "2j/d_model, with j the feature index, gives each feature its own"),
-        (_interleaved(_angles(length, d_model, exponent="4i")),
-         "torch.arange(0, d_model, 2) already counts 2i (0, 2, 4, ...): the exponent "
-         "is arange(0, d_model, 2) / d_model, without another factor 2"),
-        (_interleaved(_angles(length, d_model, exponent="i")),
-         "the exponent is 2i/d_model, not i/d_model: pair i uses 10000^(2i/d_model), "
-         "that is torch.arange(0, d_model, 2) / d_model"),
-        (_interleaved(_angles(length, d_model, times=True)),
-         "divide the position by 10000^(2i/d_model) (or multiply it by "
-         "10000^(-2i/d_model)); multiplying by 10000^(2i/d_model) makes the later "
-         "features turn faster instead of slower"),
+        (
+            _interleaved(_angles(length, d_model), torch.cos, torch.sin),
+            "sin and cos are swapped: sin goes on the even features (0, 2, ...), cos on the odd ones",
+        ),
+        (
+            _interleaved(_angles(length, d_model, exponent="feature")),
+            "features 2i and 2i+1 share one frequency: the exponent is 2i/d_model with i = j // 2 for feature j, "
+            "not j/d_model",
+        ),
+        (
+            torch.cat([torch.sin(half), torch.cos(half)], dim=1),
+            "this is the [all sines | all cosines] layout; the exercise (and the paper) interleave them: sin on "
+            "even features, cos on odd ones",
+        ),
+        (
+            _interleaved(_angles(length, d_model, exponent="2j")),
+            "the exponent is 2i/d_model where 2i is the even feature of the pair "
+            "(i = j // 2 for feature j): features 2i and 2i+1 share one angle; "
+            "2j/d_model, with j the feature index, gives each feature its own",
+        ),
+        (
+            _interleaved(_angles(length, d_model, exponent="4i")),
+            "torch.arange(0, d_model, 2) already counts 2i (0, 2, 4, ...): the exponent "
+            "is arange(0, d_model, 2) / d_model, without another factor 2",
+        ),
+        (
+            _interleaved(_angles(length, d_model, exponent="i")),
+            "the exponent is 2i/d_model, not i/d_model: pair i uses 10000^(2i/d_model), "
+            "that is torch.arange(0, d_model, 2) / d_model",
+        ),
+        (
+            _interleaved(_angles(length, d_model, times=True)),
+            "divide the position by 10000^(2i/d_model) (or multiply it by "
+            "10000^(-2i/d_model)); multiplying by 10000^(2i/d_model) makes the later "
+            "features turn faster instead of slower",
+        ),
         (_interleaved(_angles(length, d_model, first=1)), "positions count from 0: the first row is position 0"),
-        (_interleaved(_angles(length, d_model).T.contiguous()).T if length == d_model else None,
-         "rows are positions and columns features"),
+        (
+            _interleaved(_angles(length, d_model).T.contiguous()).T if length == d_model else None,
+            "rows are positions and columns features",
+        ),
     ]
 
 
@@ -107,14 +130,15 @@ def _compare_positional(got, case: Case) -> str | None:
             return f"{problem}\nhint: {hint}"
     if low:
         dtype = str(got.dtype).removeprefix("torch.")
-        return (f"{problem}\nhint: the output is {dtype}, which keeps only about 3 "
-                "significant digits: too few here; compute and return float32 (torch's "
-                "default) or float64")
+        return (
+            f"{problem}\nhint: the output is {dtype}, which keeps only about 3 "
+            "significant digits: too few here; compute and return float32 (torch's "
+            "default) or float64"
+        )
     return problem
 
 
-@checker("positional encoding", _positional_cases, _compare_positional,
-         summary="lengths 1 to 50, d_model 2 to 64")
+@checker("positional encoding", _positional_cases, _compare_positional, summary="lengths 1 to 50, d_model 2 to 64")
 def check_positional_encoding(fn) -> bool:
     """Check ``fn(length, d_model) -> pe`` with ``pe[pos, 2i] = sin(pos / 10000^(2i/d_model))`` and
     ``pe[pos, 2i+1] = cos(pos / 10000^(2i/d_model))``, positions from 0 (Vaswani et al. §3.5).
@@ -141,23 +165,39 @@ def _compare_causal(got, case: Case) -> str | None:
     if problem is None or not isinstance(got, torch.Tensor) or got.shape != case.expected.shape:
         return problem
     if got.dtype != torch.bool:
-        return (f"{problem}\nhint: return a bool tensor, True = may attend (PyTorch's float masks hold 0 and -inf "
-                "and are added to the scores; this course's masks are bool)")
+        return (
+            f"{problem}\nhint: return a bool tensor, True = may attend (PyTorch's float masks hold 0 and -inf "
+            "and are added to the scores; this course's masks are bool)"
+        )
     (size,) = case.args
     ones = torch.ones(size, size, dtype=torch.bool)
     mistakes = [
-        (ones.triu(1), "True must mean *may attend*: you marked the future, the positions a query must not see "
-                       "(the opposite polarity, as nn.MultiheadAttention's masks); use torch.tril"),
-        (ones.triu(), "this is the upper triangle: row t (the query) must allow columns 0 .. t (the keys), the "
-                      "lower triangle"),
+        (
+            ones.triu(1),
+            "True must mean *may attend*: you marked the future, the positions a query must not see "
+            "(the opposite polarity, as nn.MultiheadAttention's masks); use torch.tril",
+        ),
+        (
+            ones.triu(),
+            "this is the upper triangle: row t (the query) must allow columns 0 .. t (the keys), the lower triangle",
+        ),
         (ones.tril(-1), "a position may attend to itself: keep the diagonal (torch.tril with diagonal=0)"),
-        (ones.tril(1), "torch.tril(ones, 1) also lets each position see the next one: "
-                       "keep the diagonal argument at 0, torch.tril(ones)"),
-        (ones, "every entry is True, so nothing is hidden: position t must not see the "
-               "positions after it (keep only the lower triangle, torch.tril)"),
-        (~ones, "every entry is False, so no position may attend to anything: True "
-                "must mark the allowed positions s <= t (torch.tril of a tensor of "
-                "ones)"),
+        (
+            ones.tril(1),
+            "torch.tril(ones, 1) also lets each position see the next one: "
+            "keep the diagonal argument at 0, torch.tril(ones)",
+        ),
+        (
+            ones,
+            "every entry is True, so nothing is hidden: position t must not see the "
+            "positions after it (keep only the lower triangle, torch.tril)",
+        ),
+        (
+            ~ones,
+            "every entry is False, so no position may attend to anything: True "
+            "must mark the allowed positions s <= t (torch.tril of a tensor of "
+            "ones)",
+        ),
     ]
     for wrong, hint in mistakes:
         if torch.equal(got, wrong):

@@ -14,15 +14,37 @@ with this package, so ``./course experiments`` and the replay test see them all.
 import importlib
 import pkgutil
 
-from attnbook.experiments.lengths import (REVERSAL_BENCHMARK, LengthResult, context_vectors, evaluate_by_length,
-                                          length_experiment)
-from attnbook.experiments.translation import (TRANSLATION_ARMS, TranslationRun, alignment_letters,
-                                              alignment_measures, translation_data, translation_model,
-                                              translation_run)
+from attnbook.experiments.lengths import (
+    REVERSAL_BENCHMARK,
+    LengthResult,
+    context_vectors,
+    evaluate_by_length,
+    length_experiment,
+)
+from attnbook.experiments.translation import (
+    TRANSLATION_ARMS,
+    TranslationRun,
+    alignment_letters,
+    alignment_measures,
+    translation_data,
+    translation_model,
+    translation_run,
+)
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["REVERSAL_BENCHMARK", "LengthResult", "length_experiment", "evaluate_by_length", "context_vectors",
-           "TRANSLATION_ARMS", "TranslationRun", "translation_data", "translation_model", "translation_run",
-           "alignment_letters", "alignment_measures"]
+__all__ = [
+    "REVERSAL_BENCHMARK",
+    "LengthResult",
+    "length_experiment",
+    "evaluate_by_length",
+    "context_vectors",
+    "TRANSLATION_ARMS",
+    "TranslationRun",
+    "translation_data",
+    "translation_model",
+    "translation_run",
+    "alignment_letters",
+    "alignment_measures",
+]

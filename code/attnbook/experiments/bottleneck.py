@@ -21,13 +21,18 @@ from attnbook.experiments.lengths import LengthResult, length_experiment
 from attnbook.records import Experiment, register
 from attnbook.rnn import Seq2Seq
 
-__all__ = ["SMALL_REVERSAL", "BOTTLENECK_ARMS", "plain_model", "bottleneck_run", "bottleneck_measures",
-           "longest_reliable_length"]
+__all__ = [
+    "SMALL_REVERSAL",
+    "BOTTLENECK_ARMS",
+    "plain_model",
+    "bottleneck_run",
+    "bottleneck_measures",
+    "longest_reliable_length",
+]
 
 #: Chapter 1's short reversal setting: strings of 3 to 12 letters, 3 000 training strings,
 #: 1 000 test strings, four epochs at learning rate 7e-3 (batches of 64).
-SMALL_REVERSAL = dict(task="reversal", min_length=3, max_length=12, n_train=3000, n_test=1000, epochs=4,
-                      lr=7e-3)
+SMALL_REVERSAL = dict(task="reversal", min_length=3, max_length=12, n_train=3000, n_test=1000, epochs=4, lr=7e-3)
 
 #: The arms: a short name and what it is (all one-directional GRUs, embeddings of 32).
 BOTTLENECK_ARMS = {
@@ -40,8 +45,7 @@ BOTTLENECK_ARMS = {
 
 def plain_model(src_vocab_size: int, tgt_vocab_size: int, hidden_size: int = 128) -> Seq2Seq:
     """Chapter 1's reversal model: a one-directional GRU encoder-decoder (embeddings of 32)."""
-    return Seq2Seq.build(src_vocab_size, tgt_vocab_size, embed_dim=32, hidden_size=hidden_size,
-                         bidirectional=False)
+    return Seq2Seq.build(src_vocab_size, tgt_vocab_size, embed_dim=32, hidden_size=hidden_size, bidirectional=False)
 
 
 def _room_model(src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
@@ -79,20 +83,25 @@ def bottleneck_measures(result: LengthResult) -> dict:
     """A run's numbers: ``exact_match`` (all test strings), ``reliable_length``
     (:func:`longest_reliable_length`), ``train_loss`` (the last epoch's) and ``length_<n>``,
     the exact match at every source length ``n``."""
-    return dict(exact_match=result.exact_match, reliable_length=longest_reliable_length(result.by_length),
-                train_loss=result.history["train_loss"][-1],
-                **{f"length_{n}": accuracy for n, accuracy in sorted(result.by_length.items())})
+    return dict(
+        exact_match=result.exact_match,
+        reliable_length=longest_reliable_length(result.by_length),
+        train_loss=result.history["train_loss"][-1],
+        **{f"length_{n}": accuracy for n, accuracy in sorted(result.by_length.items())},
+    )
 
 
-register(Experiment(
-    name="bottleneck",
-    run=lambda arm, seed, **settings: bottleneck_measures(bottleneck_run(arm, seed, **settings)),
-    arms=tuple(BOTTLENECK_ARMS),
-    seeds=tuple(range(8)),
-    settings=dict(SMALL_REVERSAL),
-    replay=dict(arm="written", seed=0),
-    chapter="chapters/01_seq2seq.ipynb",
-    description="Chapter 1's one-directional GRU encoder-decoder on reversing 3 to 12 letters: as written, "
-                "with the source reversed, with twice the state, and with four times the training strings; "
-                "exact match overall and by length after four epochs.",
-))
+register(
+    Experiment(
+        name="bottleneck",
+        run=lambda arm, seed, **settings: bottleneck_measures(bottleneck_run(arm, seed, **settings)),
+        arms=tuple(BOTTLENECK_ARMS),
+        seeds=tuple(range(8)),
+        settings=dict(SMALL_REVERSAL),
+        replay=dict(arm="written", seed=0),
+        chapter="chapters/01_seq2seq.ipynb",
+        description="Chapter 1's one-directional GRU encoder-decoder on reversing 3 to 12 letters: as written, "
+        "with the source reversed, with twice the state, and with four times the training strings; "
+        "exact match overall and by length after four epochs.",
+    )
+)

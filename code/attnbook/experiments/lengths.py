@@ -17,10 +17,12 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pad_sequence
 
-from attnbook.data import (DEFAULT_ALPHABET, Batches, Example, Vocab, build_vocabs, copy_task, reversal_task,
-                           reverse_sources, sequence_splits)
+from attnbook.data import Batches, Example, Vocab, build_vocabs
 from attnbook.decoding import greedy_decode
 from attnbook.metrics import accuracy_by_length, exact_match
+from attnbook.protocol import device_of, evaluating
+from attnbook.rnn import Encoded
+from attnbook.tasks import DEFAULT_ALPHABET, copy_task, reversal_task, reverse_sources, sequence_splits
 from attnbook.training import History, fit
 
 __all__ = ["REVERSAL_BENCHMARK", "LengthResult", "length_experiment", "evaluate_by_length", "context_vectors"]
@@ -28,8 +30,9 @@ __all__ = ["REVERSAL_BENCHMARK", "LengthResult", "length_experiment", "evaluate_
 #: The settings of the reversal benchmark that Chapters 1 and 2 both run, so that the models
 #: with and without attention see the same strings for the same number of epochs:
 #: ``length_experiment(model_factory, **REVERSAL_BENCHMARK)``.
-REVERSAL_BENCHMARK = dict(task="reversal", min_length=3, max_length=30, n_train=5000, n_test=1400,
-                          epochs=4, lr=7e-3, seed=0)
+REVERSAL_BENCHMARK = dict(
+    task="reversal", min_length=3, max_length=30, n_train=5000, n_test=1400, epochs=4, lr=7e-3, seed=0
+)
 
 #: ``model_factory(src_vocab_size, tgt_vocab_size) -> model`` (a model of the course).
 ModelFactory = Callable[[int, int], nn.Module]
@@ -77,7 +80,7 @@ def length_experiment(
 ) -> LengthResult:
     """Train a model on a sequence task, then measure exact match for every source length.
 
-    The data come from :func:`attnbook.data.sequence_splits` with ``seed``, so two calls with
+    The data come from :func:`attnbook.tasks.sequence_splits` with ``seed``, so two calls with
     the same arguments (say, with and without attention) train and test on the same strings.
     With ``reverse_source=True`` every source is fed right to left (Sutskever et al.'s trick),
     in training and in testing; lengths and targets are unchanged.
@@ -98,8 +101,9 @@ def length_experiment(
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
-    splits = sequence_splits(TASKS[task], n_train, 0, n_test, seed=seed, min_length=min_length,
-                             max_length=max_length, alphabet=alphabet)
+    splits = sequence_splits(
+        TASKS[task], n_train, 0, n_test, seed=seed, min_length=min_length, max_length=max_length, alphabet=alphabet
+    )
     train, test = splits.train, splits.test
     if reverse_source:
         train, test = reverse_sources(train), reverse_sources(test)
@@ -114,8 +118,9 @@ def length_experiment(
     return LengthResult(by_length, overall, history, model, seconds, (src_vocab, tgt_vocab), test)
 
 
-def evaluate_by_length(model: nn.Module, examples, src_vocab: Vocab, tgt_vocab: Vocab,
-                       batch_size: int = 256) -> tuple[dict[int, float], float]:
+def evaluate_by_length(
+    model: nn.Module, examples, src_vocab: Vocab, tgt_vocab: Vocab, batch_size: int = 256
+) -> tuple[dict[int, float], float]:
     """Greedy-decode ``examples``; return (exact match by source length, overall exact match).
 
     Shapes:
@@ -123,8 +128,9 @@ def evaluate_by_length(model: nn.Module, examples, src_vocab: Vocab, tgt_vocab: 
     """
     predictions, targets, lengths = [], [], []
     for batch in Batches(examples, src_vocab, tgt_vocab, batch_size):
-        decoded = greedy_decode(model, batch.src, max_len=batch.tgt_out.size(1) + 5,
-                                bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id)
+        decoded = greedy_decode(
+            model, batch.src, max_len=batch.tgt_out.size(1) + 5, bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id
+        )
         predictions += decoded.tokens
         targets += [tgt_vocab.encode(example.target) for example in batch.examples]
         lengths += batch.src_lengths.tolist()
@@ -134,19 +140,25 @@ def evaluate_by_length(model: nn.Module, examples, src_vocab: Vocab, tgt_vocab: 
 def context_vectors(model: nn.Module, sources: list[str], src_vocab: Vocab, batch_size: int = 512) -> Tensor:
     """The fixed-size context vector the encoder makes for each source string.
 
-    Needs a model with an ``encode(src) -> (outputs, context)`` method (Chapter 1's
-    :class:`attnbook.rnn.Seq2Seq`). The model is put in eval mode and run without gradients.
+    Needs a recurrent model whose ``encode(src)`` returns an :class:`~attnbook.rnn.Encoded` (Chapter
+    1's :class:`~attnbook.rnn.Seq2Seq`, or Chapters 2-3's models): its ``final`` state. A Transformer has
+    no such vector. Runs in eval mode without gradients and restores the model's mode.
 
     Shapes:
         ``N`` strings -> ``(N, C)``, ``C`` the context size.
     """
     if not hasattr(model, "encode"):
         raise TypeError(f"{type(model).__name__} has no encode(src) method that returns a context vector")
-    model.eval()
     chunks = []
-    with torch.no_grad():
+    with evaluating(model):
         for start in range(0, len(sources), batch_size):
-            ids = [torch.tensor(src_vocab.encode(text)) for text in sources[start:start + batch_size]]
+            ids = [torch.tensor(src_vocab.encode(text)) for text in sources[start : start + batch_size]]
             src = pad_sequence(ids, batch_first=True, padding_value=src_vocab.pad_id)  # (b, S)
-            chunks.append(model.encode(src)[1])  # (b, C)
+            encoded = model.encode(src.to(device_of(model)))
+            if not isinstance(encoded, Encoded):
+                raise TypeError(
+                    f"{type(model).__name__}.encode returns {type(encoded).__name__}, not an Encoded with a "
+                    "final state: only a recurrent encoder makes one fixed-size context vector"
+                )
+            chunks.append(encoded.final)  # (b, C)
     return torch.cat(chunks)  # (N, C)

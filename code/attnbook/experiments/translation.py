@@ -17,14 +17,22 @@ from torch import nn
 
 from attnbook.attention import LocalPAttention
 from attnbook.bahdanau import BahdanauSeq2Seq
-from attnbook.data import Batches, Example, Splits, Vocab, build_vocabs, make_batch, sequence_splits, \
-    translation_alignment, translation_task
+from attnbook.data import Batches, Example, Splits, Vocab, build_vocabs, make_batch
 from attnbook.luong import LuongSeq2Seq
 from attnbook.records import Experiment, register
+from attnbook.tasks import sequence_splits, translation_alignment, translation_task
 from attnbook.training import count_parameters, evaluate, fit
 
-__all__ = ["TRANSLATION_ARMS", "TranslationData", "translation_data", "translation_model", "TranslationRun",
-           "translation_run", "alignment_letters", "alignment_measures"]
+__all__ = [
+    "TRANSLATION_ARMS",
+    "TranslationData",
+    "translation_data",
+    "translation_model",
+    "TranslationRun",
+    "translation_run",
+    "alignment_letters",
+    "alignment_measures",
+]
 
 #: Chapter 3's arms: a short name and what it is. Every arm has the same encoder (a bidirectional
 #: GRU of 32 units per direction, annotations of 64), embeddings of 32 and a decoder state of 64.
@@ -39,7 +47,7 @@ TRANSLATION_ARMS = {
 
 
 class TranslationData(NamedTuple):
-    """Chapter 3's data: 2 000 / 500 / 500 sentences of ``data.translation_task`` and their vocabularies."""
+    """Chapter 3's data: 2 000 / 500 / 500 sentences of ``tasks.translation_task`` and their vocabularies."""
 
     splits: Splits
     src_vocab: Vocab
@@ -58,13 +66,19 @@ def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
     src, tgt = len(translation_data().src_vocab), len(translation_data().tgt_vocab)
     if arm == "bahdanau":
         return BahdanauSeq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, attention_dim=64, encoder_hidden_size=32)
-    scores = dict(dot=("dot", False, None), general=("general", False, None), concat=("concat", False, None),
-                  feeding=("general", True, None), local=("general", True, local_window))
+    scores = dict(
+        dot=("dot", False, None),
+        general=("general", False, None),
+        concat=("concat", False, None),
+        feeding=("general", True, None),
+        local=("general", True, local_window),
+    )
     if arm not in scores:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(TRANSLATION_ARMS)}")
     score, input_feeding, window = scores[arm]
-    return LuongSeq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, score=score, input_feeding=input_feeding,
-                              local_window=window)
+    return LuongSeq2Seq.build(
+        src, tgt, embed_dim=32, hidden_size=64, score=score, input_feeding=input_feeding, local_window=window
+    )
 
 
 class TranslationRun(NamedTuple):
@@ -103,7 +117,7 @@ def alignment_letters(model: nn.Module, examples: list[Example]) -> list[dict]:
     """Where a Chapter 3 model looks: one dict per target letter (spaces left out), teacher forced.
 
     Keys: ``on_word`` (weight on the source word the letter translates, from
-    :func:`attnbook.data.translation_alignment`), ``total`` (the row's sum), ``argmax``, ``verb``,
+    :func:`attnbook.tasks.translation_alignment`), ``total`` (the row's sum), ``argmax``, ``verb``,
     ``begin``/``end`` (the word's characters), ``t``, ``T``, ``S``, and for local-p ``centre``
     (its predicted ``p_t``) and ``D`` (its half-width).
     """
@@ -121,9 +135,17 @@ def alignment_letters(model: nn.Module, examples: list[Example]) -> list[dict]:
                 continue
             begin, end, verb = aligned
             weights = out.weights[row, t]  # (S,)
-            letter = dict(on_word=weights[begin:end].sum().item(), total=weights.sum().item(), verb=verb,
-                          begin=begin, end=end, argmax=weights.argmax().item(), t=t, T=len(example.target),
-                          S=len(example.source))
+            letter = dict(
+                on_word=weights[begin:end].sum().item(),
+                total=weights.sum().item(),
+                verb=verb,
+                begin=begin,
+                end=end,
+                argmax=weights.argmax().item(),
+                t=t,
+                T=len(example.target),
+                S=len(example.source),
+            )
             if local:
                 letter.update(centre=centres[row, t].item(), D=attention.D)
             letters.append(letter)
@@ -146,24 +168,36 @@ def alignment_measures(letters: list[dict]) -> dict[str, float]:
         D = r["D"]
         reaches = lambda centre: r["begin"] - D <= centre <= r["end"] - 1 + D  # noqa: E731
         low, high = max(0.0, r["begin"] - D), min(float(r["S"]), r["end"] - 1 + D)
-        r.update(reached=reaches(r["centre"]), random=max(0.0, high - low) / r["S"],
-                 diagonal=reaches(r["t"] / r["T"] * r["S"]), offset=r["argmax"] - r["centre"])
+        r.update(
+            reached=reaches(r["centre"]),
+            random=max(0.0, high - low) / r["S"],
+            diagonal=reaches(r["t"] / r["T"] * r["S"]),
+            offset=r["argmax"] - r["centre"],
+        )
     offsets = np.array([r["offset"] for r in letters])
-    return {**measures, "reached": mean("reached"), "reached_verb": mean("reached", lambda r: r["verb"]),
-            "random": mean("random"), "diagonal": mean("diagonal"),
-            "median_offset": float(np.median(np.abs(offsets))), "mean_offset": float(offsets.mean()),
-            "far_offset": float(np.mean(np.abs(offsets) >= 3))}
+    return {
+        **measures,
+        "reached": mean("reached"),
+        "reached_verb": mean("reached", lambda r: r["verb"]),
+        "random": mean("random"),
+        "diagonal": mean("diagonal"),
+        "median_offset": float(np.median(np.abs(offsets))),
+        "mean_offset": float(offsets.mean()),
+        "far_offset": float(np.mean(np.abs(offsets) >= 3)),
+    }
 
 
-register(Experiment(
-    name="luong_scores",
-    run=lambda arm, seed, **settings: translation_run(arm, seed, **settings).measures,
-    arms=tuple(TRANSLATION_ARMS),
-    seeds=tuple(range(8)),
-    settings=dict(passes=12, lr=1e-2, batch_size=32),
-    replay=dict(arm="dot", seed=0, passes=1),
-    chapter="chapters/03_luong.ipynb",
-    description="Bahdanau's decoder and Luong's (dot, general, concat, general with input feeding, local-p) "
-                "with one encoder on the toy translation task; exact match, loss and where the models look, "
-                "after every pass.",
-))
+register(
+    Experiment(
+        name="luong_scores",
+        run=lambda arm, seed, **settings: translation_run(arm, seed, **settings).measures,
+        arms=tuple(TRANSLATION_ARMS),
+        seeds=tuple(range(8)),
+        settings=dict(passes=12, lr=1e-2, batch_size=32),
+        replay=dict(arm="dot", seed=0, passes=1),
+        chapter="chapters/03_luong.ipynb",
+        description="Bahdanau's decoder and Luong's (dot, general, concat, general with input feeding, local-p) "
+        "with one encoder on the toy translation task; exact match, loss and where the models look, "
+        "after every pass.",
+    )
+)

@@ -1,0 +1,34 @@
+"""Code that fits the page: ruff is clean and every notebook code line fits the website's
+code column (88 characters). Configuration: ruff.toml (notebooks 88, Python files 120)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUFF = Path(sys.executable).with_name("ruff")
+COLUMN = 88
+
+
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["lint", "format"])
+def test_ruff_is_clean(command):
+    result = subprocess.run([str(RUFF), *command, "."], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, (
+        f"ruff {' '.join(command)} found problems (fix: .venv/bin/ruff format . and "
+        f".venv/bin/ruff check --fix .):\n{result.stdout}{result.stderr}"
+    )
+
+
+def test_no_notebook_code_line_is_wider_than_the_code_column():
+    wide = []
+    for path in sorted((ROOT / "chapters").rglob("*.ipynb")):
+        for number, cell in enumerate(json.loads(path.read_text())["cells"]):
+            if cell["cell_type"] != "code":
+                continue
+            for line in "".join(cell["source"]).splitlines():
+                if len(line) > COLUMN:
+                    wide.append(f"{path.relative_to(ROOT)} cell {number}: {len(line)} characters")
+    assert not wide, "\n".join(wide)
