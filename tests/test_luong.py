@@ -103,7 +103,7 @@ def test_build_sizes():
     model = LuongSeq2Seq.build(20, 15, embed_dim=8, hidden_size=16, score="concat", local_window=3)
     assert model.encoder.hidden_size == 8 and model.encoder.output_size == 16  # annotations of the decoder's size
     decoder = model.decoder
-    assert decoder.hidden_size == 16 and decoder.encoder_size == 16 and model.encoder.pack
+    assert decoder.hidden_size == 16 and decoder.encoder_size == 16
     assert decoder.rnn.input_size == 8 + 16  # [E y_{t-1}; h̃_{t-1}]
     assert decoder.W_c.weight.shape == (16, 16 + 16) and decoder.W_c.bias is None
     assert decoder.out.in_features == 16 and decoder.out.out_features == 15  # W_s reads h̃_t only
