@@ -16,6 +16,8 @@ from torch import nn
 
 from attnbook.attention import masked_softmax
 from attnbook.exercises._checking import (
+    MASKING_HINTS,
+    MASKING_MISTAKES,
     Case,
     checker,
     close,
@@ -91,31 +93,6 @@ def _rounded(tensor: torch.Tensor) -> list:
     return [[round(x, 1) for x in row] for row in tensor.tolist()]
 
 
-#: The hints of the typical masking mistakes, shared by the checkers of chapters 2-3.
-_MASKING_HINTS = {
-    "none": (
-        "the mask was not applied: set the masked scores to -inf before the "
-        "softmax, e.g. scores.masked_fill(~mask, float('-inf'))"
-    ),
-    "inverted": (
-        "mask True means *may attend* (like torch's "
-        "scaled_dot_product_attention): you left out the True positions "
-        "instead of the False ones"
-    ),
-    "multiply": (
-        "masked scores set to 0 (by scores * mask, or masked_fill with 0) "
-        "still count: exp(0) still gets weight; set them to -inf instead "
-        "(masked_fill)"
-    ),
-    "after": (
-        "zeroing the masked weights after the softmax leaves rows that no longer "
-        "sum to 1; mask the scores before the softmax"
-    ),
-}
-
-_MASKING_MISTAKES = [(dict(masking=name), hint) for name, hint in _MASKING_HINTS.items()]
-
-
 def _compare_masked_softmax(got, case: Case) -> str | None:
     scores, mask = case.args
     expected = case.expected
@@ -180,7 +157,7 @@ def _softmax_form_hint(got, scores, mask) -> str:
 
 def _softmax_variants(scores, mask):
     """(wrong answer, hint) pairs for the typical mistakes, computed on this case's inputs."""
-    for name, hint in _MASKING_HINTS.items():
+    for name, hint in MASKING_HINTS.items():
         yield softmax_with(scores, mask, name), hint
     masked = scores.masked_fill(~mask.expand(scores.shape), 0.0)
     yield (
@@ -334,7 +311,7 @@ def _additive_reference(
 
 
 _ADDITIVE_MISTAKES = [  # (keyword arguments of _additive_reference, hint), most telling first
-    *_MASKING_MISTAKES,
+    *MASKING_MISTAKES,
     (
         dict(softmax_dim=0),
         "the softmax ran over the batch (dim=0); it must run over the L keys of each "
@@ -612,7 +589,7 @@ _STEP_MISTAKES = [  # (keyword arguments of _bahdanau_step, the item they change
         "weights",
         "the padded source positions got weight: pass the mask to the softmax (masked positions exactly 0)",
     ),
-    *[(dict(masking=name), "weights", _MASKING_HINTS[name]) for name in ("inverted", "multiply", "after")],
+    *[(dict(masking=name), "weights", MASKING_HINTS[name]) for name in ("inverted", "multiply", "after")],
     (
         dict(softmax_dim=0),
         "weights",

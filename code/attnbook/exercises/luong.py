@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from attnbook.exercises._checking import (
+    MASKING_HINTS,
     Case,
     checker,
     close,
@@ -27,7 +28,6 @@ from attnbook.exercises._checking import (
     softmax_with,
 )
 from attnbook.exercises.bahdanau import (
-    _MASKING_HINTS,
     _first_wrong_item,
     _inconsistent_input_size,
 )
@@ -581,7 +581,7 @@ _STEP_MISTAKES = [  # (keyword arguments of _luong_step, the item they change fi
         "weights",
         "the padded source positions got weight: pass the mask to the softmax (masked positions exactly 0)",
     ),
-    *[(dict(masking=name), "weights", _MASKING_HINTS[name]) for name in ("inverted", "multiply", "after")],
+    *[(dict(masking=name), "weights", MASKING_HINTS[name]) for name in ("inverted", "multiply", "after")],
     (
         dict(softmax_dim=0),
         "weights",
