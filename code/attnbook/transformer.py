@@ -267,6 +267,11 @@ class TransformerOutput(NamedTuple):
     Shapes:
         logits ``(B, T, V)``; weights: the cross-attention of every decoder layer ``(B, T, N, H, S)``;
         self_weights ``(B, N, H, T, T)`` of the decoder; encoder_weights ``(B, N, H, S, S)``
+
+    ``weights`` puts the target step second because every model's ``weights`` do (the protocol's
+    ``(B, T, ..., S)``, which decoding, the plots and the explorer read the same way for all
+    models); the Transformer-only ``self_weights`` and ``encoder_weights`` keep the layer-major
+    ``(B, N, H, ·, ·)`` of the layers that made them.
     """
 
     logits: Tensor
