@@ -51,3 +51,20 @@ def test_write_benchmark_adds_provenance(tmp_path):
     written = json.loads(path.read_text())
     assert written["milliseconds"]["a"]["median_ms"] == 1.0
     assert {"threads", "cpus", "torch", "date", "command"} <= set(written["provenance"])
+
+
+def test_seconds_waits_for_a_gpu_before_reading_the_clock(clock, monkeypatch):
+    """On a GPU a call returns when its kernels are queued; the time counts only after
+    torch.cuda.synchronize. Faked here, so the test runs without a GPU."""
+    events = []
+    monkeypatch.setattr(cost.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cost.torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(cost.torch.cuda, "synchronize", lambda: events.append("sync"))
+    step = clock.step(0.5)
+
+    def launch():
+        events.append("call")
+        step()
+
+    cost.seconds(launch, repeat=3, warmup=1)
+    assert events == ["call", "sync"] * 4  # every call, the warm-up included, then a wait

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from attnbook.exercises._calling import Case, call_safely, describe_exception
 from attnbook.exercises._comparing import (
     VIEW_HINT,
+    as_tensor,
     close,
     compare,
     is_shape_error,
@@ -51,6 +52,7 @@ from attnbook.exercises._weights import (
     LEAK,
     MASKING_HINTS,
     MASKING_MISTAKES,
+    STEP_MASKING_MISTAKES,
     first_leak,
     first_problem,
     non_finite_problem,
@@ -67,6 +69,7 @@ __all__ = [
     "checker",
     "run_checks",
     "compare",
+    "as_tensor",
     "close",
     "named_tensors",
     "mistake_hint",
@@ -76,6 +79,7 @@ __all__ = [
     "LEAK",
     "MASKING_HINTS",
     "MASKING_MISTAKES",
+    "STEP_MASKING_MISTAKES",
     "softmax_with",
     "position",
     "first_leak",

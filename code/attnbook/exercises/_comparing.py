@@ -177,6 +177,16 @@ def _as_numpy(array) -> np.ndarray:
     return array.astype(np.float64) if array.dtype.kind == "f" else array
 
 
+def as_tensor(value):
+    """A NumPy answer as a tensor (any strides, e.g. after ``[::-1]``); anything else as it is."""
+    if not isinstance(value, np.ndarray):
+        return value
+    try:
+        return torch.from_numpy(np.ascontiguousarray(value))
+    except (TypeError, ValueError):  # e.g. an array of objects: compared as it is
+        return value
+
+
 def close(got: torch.Tensor, other: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     """Same shape and ``allclose`` in float64 (NaN equals NaN): for matching a wrong answer to a known mistake."""
     if got.shape != other.shape:

@@ -39,6 +39,23 @@ MASKING_HINTS = {
 MASKING_MISTAKES = [(dict(masking=name), hint) for name, hint in MASKING_HINTS.items()]
 
 
+#: A decoder step's masking mistakes, as ``(keyword arguments, the first item they change,
+#: hint)`` for a step reference that takes ``masking=`` and ``softmax_dim=`` (chapters 2-3).
+STEP_MASKING_MISTAKES = [
+    (
+        dict(masking="none"),
+        "weights",
+        "the padded source positions got weight: pass the mask to the softmax (masked positions exactly 0)",
+    ),
+    *[(dict(masking=name), "weights", MASKING_HINTS[name]) for name in ("inverted", "multiply", "after")],
+    (
+        dict(softmax_dim=0),
+        "weights",
+        "the softmax ran over the batch (dim=0); it must run over the S source positions of each row (dim=-1)",
+    ),
+]
+
+
 def softmax_with(scores, mask, masking: str = "fill", dim: int = -1):
     """A masked softmax done right (``"fill"``) or with a typical mistake: ``"none"`` (mask ignored),
     ``"multiply"`` (scores times the mask), ``"after"`` (weights times the mask), ``"inverted"`` (~mask)."""

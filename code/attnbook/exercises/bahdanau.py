@@ -18,6 +18,7 @@ from attnbook.attention import masked_softmax
 from attnbook.exercises._checking import (
     MASKING_HINTS,
     MASKING_MISTAKES,
+    STEP_MASKING_MISTAKES,
     Case,
     checker,
     close,
@@ -584,17 +585,7 @@ _STEP_MISTAKES = [  # (keyword arguments of _bahdanau_step, the item they change
         (dict(squash=name), "weights", f"the nonlinearity is tanh, not {name}: {_SCORE}")
         for name in ("relu", "sigmoid")
     ],
-    (
-        dict(masking="none"),
-        "weights",
-        "the padded source positions got weight: pass the mask to the softmax (masked positions exactly 0)",
-    ),
-    *[(dict(masking=name), "weights", MASKING_HINTS[name]) for name in ("inverted", "multiply", "after")],
-    (
-        dict(softmax_dim=0),
-        "weights",
-        "the softmax ran over the batch (dim=0); it must run over the S source positions of each row (dim=-1)",
-    ),
+    *STEP_MASKING_MISTAKES,
     (dict(order="ce"), "hidden", "the cell reads [E y_(i-1); c_i], the embedding first, then the context"),
     (
         dict(previous="zeros"),

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import torch
 
-from attnbook.exercises._checking import Case, checker, compare, kind_of
+from attnbook.exercises._checking import Case, as_tensor, checker, compare, kind_of
 from attnbook.numpy_attention import running_softmax_attention, scaled_dot_product_attention
 
 __all__ = ["check_mask_tokens", "check_running_softmax"]
@@ -49,21 +49,11 @@ def _masking_cases() -> list[Case]:
     ]
 
 
-def _as_tensor(value):
-    """A NumPy array as a tensor (any strides, e.g. after ``[::-1]``); else as it is."""
-    if not isinstance(value, np.ndarray):
-        return value
-    try:
-        return torch.from_numpy(np.ascontiguousarray(value))
-    except (TypeError, ValueError):  # e.g. an array of objects: not a tensor then
-        return value
-
-
 def _compare_masking(got, case: Case) -> str | None:
     ids = case.args[0]
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         return f"returned {kind_of(got)}; return a pair (inputs, targets)"
-    inputs, targets = (_as_tensor(item) for item in got)
+    inputs, targets = (as_tensor(item) for item in got)
     for name, value in (("inputs", inputs), ("targets", targets)):
         if not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(ids.shape):
             return f"{name} is {kind_of(value)} but expected a tensor of shape {tuple(ids.shape)}, like ids"

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from attnbook.exercises._checking import (
-    MASKING_HINTS,
+    STEP_MASKING_MISTAKES,
     Case,
     checker,
     close,
@@ -576,17 +576,7 @@ _STEP_MISTAKES = [  # (keyword arguments of _luong_step, the item they change fi
     ),
     (dict(score="dot"), "weights", "W_a is missing: h_tᵀ h̄_s is the *dot* score; the *general* score is h_tᵀ W_a h̄_s"),
     (dict(score="scaled"), "weights", "the scores were divided by √H; Luong's general score has no scaling"),
-    (
-        dict(masking="none"),
-        "weights",
-        "the padded source positions got weight: pass the mask to the softmax (masked positions exactly 0)",
-    ),
-    *[(dict(masking=name), "weights", MASKING_HINTS[name]) for name in ("inverted", "multiply", "after")],
-    (
-        dict(softmax_dim=0),
-        "weights",
-        "the softmax ran over the batch (dim=0); it must run over the S source positions of each row (dim=-1)",
-    ),
+    *STEP_MASKING_MISTAKES,
     (
         dict(order="hc"),
         "attentional",

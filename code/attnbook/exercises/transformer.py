@@ -7,10 +7,9 @@ Import them from :mod:`attnbook.exercises`; how a checker reports is described t
 The references are :func:`attnbook.transformer.sinusoidal_positions` and :func:`attnbook.transformer.causal_mask`.
 """
 
-import numpy as np
 import torch
 
-from attnbook.exercises._checking import Case, checker, close, compare
+from attnbook.exercises._checking import Case, as_tensor, checker, close, compare
 from attnbook.transformer import causal_mask, sinusoidal_positions
 
 __all__ = ["check_positional_encoding", "check_causal_mask"]
@@ -104,18 +103,8 @@ def _positional_mistakes(length: int, d_model: int) -> list[tuple[torch.Tensor, 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def _from_numpy(value):
-    """A NumPy array as a tensor (any strides, e.g. after ``[::-1]``); else as it is."""
-    if not isinstance(value, np.ndarray):
-        return value
-    try:
-        return torch.from_numpy(np.ascontiguousarray(value))
-    except (TypeError, ValueError):  # e.g. an array of objects: compared as it is
-        return value
-
-
 def _compare_positional(got, case: Case) -> str | None:
-    got = _from_numpy(got)  # a NumPy answer is as good as a tensor
+    got = as_tensor(got)  # a NumPy answer is as good as a tensor
     problem = compare(got, case.expected, "the output", atol=1e-4)
     if problem is None or not isinstance(got, torch.Tensor):
         return problem
