@@ -4,6 +4,7 @@
     ./course experiments luong_scores    # one or more by name
     ./course experiments --list          # names, arms, seeds, chapters
     ./course experiments luong_scores --seeds 0 1 2   # fewer seeds, for a quick look (not for a chapter)
+    ./course experiments luong_scores --jobs 2        # two runs at a time, on a 2-core machine
 
 Each record goes to code/attnbook/records/NAME.json (attnbook.records). Re-execute the
 chapter that reads it afterwards (./course execute CHAPTER), and commit both.
@@ -21,6 +22,9 @@ def main() -> None:
     parser.add_argument("names", nargs="*", help="experiments to run (default: all)")
     parser.add_argument("--list", action="store_true", help="list the experiments and exit")
     parser.add_argument("--seeds", type=int, nargs="+", help="run only these seeds")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="worker processes, one thread each (the numbers do not change)"
+    )
     args = parser.parse_args()
     if args.list:
         for experiment in EXPERIMENTS.values():
@@ -33,7 +37,7 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown experiment(s) {', '.join(unknown)}; the experiments are {', '.join(EXPERIMENTS)}")
     for name in args.names or list(EXPERIMENTS):
-        result = record(name, seeds=tuple(args.seeds) if args.seeds else None)
+        result = record(name, seeds=tuple(args.seeds) if args.seeds else None, jobs=args.jobs)
         print(f"{name}: {result.data['wall_seconds']:.0f} s -> {record_path(name)}")
 
 

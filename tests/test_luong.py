@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.attention import LocalPAttention, local_p_window
+from attnbook.attention import AdditiveAttention, LocalPAttention, LuongAttention, local_p_window
 from attnbook.exercises import check_luong_step
 from attnbook.luong import InputFeedingDecoder, LuongDecoder, LuongOutput, LuongSeq2Seq, LuongState
 from attnbook.rnn import Encoder
@@ -125,16 +125,20 @@ def test_errors():
     ):
         LuongSeq2Seq.build(20, 15, hidden_size=16, score="dot", encoder_hidden_size=16)
     with pytest.raises(ValueError, match=r"unknown score 'additive'; choose one of 'dot', 'general', 'concat'"):
-        LuongDecoder(11, 8, 16, 16, score="additive")
+        LuongSeq2Seq.build(20, 15, hidden_size=16, score="additive")
     with pytest.raises(ValueError, match="D must be a positive int, got 0"):
-        LuongDecoder(11, 8, 16, 16, local_window=0)
+        LuongSeq2Seq.build(20, 15, hidden_size=16, local_window=0)
+    with pytest.raises(TypeError, match="attention must be a LuongAttention or LocalPAttention, got AdditiveAttention"):
+        LuongDecoder(11, 8, 16, AdditiveAttention(16, 16, 8))
+    with pytest.raises(ValueError, match=r"the attention's query_dim=8 must equal hidden_size=16"):
+        LuongDecoder(11, 8, 16, LuongAttention("general", 8, 16))
     encoder = Encoder(12, 8, 16, bidirectional=True)
     with pytest.raises(
         ValueError,
         match=r"decoder expects encoder outputs of size encoder_size=16 but the encoder "
         r"gives 32 \(bidirectional, hidden_size=16\)",
     ):
-        LuongSeq2Seq(encoder, InputFeedingDecoder(11, 8, 16, encoder_size=16))
+        LuongSeq2Seq(encoder, InputFeedingDecoder(11, 8, 16, LuongAttention("general", 16, 16)))
     model = tiny("luong-general-feed-global")
     src, tgt_in = padded_batch()
     with pytest.raises(TypeError, match="state must be the LuongState returned by start or step, got BahdanauState"):

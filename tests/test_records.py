@@ -12,7 +12,7 @@ import pytest
 
 import attnbook
 from attnbook import experiments  # noqa: F401  (registers the experiments)
-from attnbook.records import EXPERIMENTS, Record, load, record_path
+from attnbook.records import EXPERIMENTS, Record, load, record, record_path
 
 NAMES = sorted(EXPERIMENTS)
 
@@ -102,3 +102,20 @@ def test_record_reads_values_and_compares(tmp_path):
 def test_load_names_the_command_for_a_missing_record():
     with pytest.raises(FileNotFoundError, match="./course experiments no_such_record"):
         load("no_such_record")
+
+
+def test_worker_processes_give_the_same_record():
+    """``jobs=2`` spreads the runs over two processes; every number is the one ``jobs=1`` makes."""
+    import record_fixture
+
+    try:
+        one = record("tiny", progress=False, write=False)
+        two = record("tiny", progress=False, write=False, jobs=2)
+    finally:
+        EXPERIMENTS.pop("tiny")
+    assert record_fixture.tiny_run.__module__ == "record_fixture"
+    assert two.data["values"] == one.data["values"]
+    assert list(two.data["values"]["wide"]) == [str(seed) for seed in range(5)]
+    assert two.data["provenance"]["jobs"] == 2
+    with pytest.raises(ValueError, match="jobs must be a positive int, got 0"):
+        record("luong_scores", jobs=0, write=False)

@@ -55,9 +55,10 @@ class LuongDecoder(RNNDecoder):
     attends from all ``T`` states at once.
 
     Args:
-        vocab_size, embed_dim, hidden_size: ``V``, ``E``, ``H``. encoder_size: ``A`` (``"dot"`` needs ``A == H``).
-        score: ``"dot"``, ``"general"`` or ``"concat"``. local_window: ``D`` for local-p attention, or
-        None for global attention. pad_id: padding id.
+        vocab_size, embed_dim, hidden_size: ``V``, ``E``, ``H``.
+        attention: a :class:`~attnbook.attention.LuongAttention` (global) or
+        :class:`~attnbook.attention.LocalPAttention` with ``query_dim == H``; its ``key_dim`` is the
+        annotations' size ``A``. pad_id: padding id.
 
     Shapes:
         start(annotations ``(B, S, A)``, final ``(B, A)``, src_mask ``(B, S)``) -> :class:`LuongState`;
@@ -72,17 +73,21 @@ class LuongDecoder(RNNDecoder):
         vocab_size: int,
         embed_dim: int,
         hidden_size: int,
-        encoder_size: int,
-        score: str = "general",
-        local_window: int | None = None,
+        attention: LuongAttention,
         pad_id: int = 0,
     ) -> None:
+        if not isinstance(attention, LuongAttention):
+            raise TypeError(
+                f"attention must be a LuongAttention or LocalPAttention, got {type(attention).__name__}"
+            )
+        if attention.query_dim != hidden_size:
+            raise ValueError(
+                f"the attention's query_dim={attention.query_dim} must equal hidden_size={hidden_size}: "
+                "it scores the decoder state h_t"
+            )
+        encoder_size = attention.key_dim  # A
         super().__init__(vocab_size, embed_dim, hidden_size, encoder_size, pad_id)
-        self.attention = (
-            LuongAttention(score, hidden_size, encoder_size)
-            if local_window is None
-            else LocalPAttention(score, hidden_size, encoder_size, D=local_window)
-        )
+        self.attention = attention
         self.init = nn.Linear(encoder_size, hidden_size)  # W_init
         self.rnn = self.recurrence(embed_dim, hidden_size)
         self.W_c = nn.Linear(encoder_size + hidden_size, hidden_size, bias=False)
@@ -187,8 +192,10 @@ class LuongSeq2Seq(EncoderDecoder):
                 )
             encoder_hidden_size = hidden_size // 2 if bidirectional else hidden_size
         encoder = Encoder(src_vocab_size, embed_dim, encoder_hidden_size, bidirectional, pad_id)
+        if local_window is None:
+            attention = LuongAttention(score, hidden_size, encoder.output_size)
+        else:
+            attention = LocalPAttention(score, hidden_size, encoder.output_size, D=local_window)
         decoder_class = InputFeedingDecoder if input_feeding else LuongDecoder
-        decoder = decoder_class(
-            tgt_vocab_size, embed_dim, hidden_size, encoder.output_size, score, local_window, pad_id
-        )
+        decoder = decoder_class(tgt_vocab_size, embed_dim, hidden_size, attention, pad_id)
         return cls(encoder, decoder, pad_id)

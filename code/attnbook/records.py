@@ -18,12 +18,15 @@ are reproduced, so a record cannot go stale silently.
 from __future__ import annotations
 
 import datetime
+import importlib
+import multiprocessing
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -32,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnbook import _checks as checks
 from attnbook.compare import Difference, Summary, paired_difference, summarize
 
 __all__ = ["Experiment", "Record", "EXPERIMENTS", "register", "record", "load", "record_path", "provenance"]
@@ -146,30 +150,41 @@ def load(name: str) -> Record:
     return Record(json.loads(path.read_text()))
 
 
-def record(name: str, seeds: tuple[int, ...] | None = None, progress: bool = True, write: bool = True) -> Record:
+def record(
+    name: str, seeds: tuple[int, ...] | None = None, progress: bool = True, write: bool = True, jobs: int = 1
+) -> Record:
     """Run experiment ``name`` for every arm and seed, and write its record.
 
-    Each run starts from :func:`attnbook.setup` with its seed (so one thread). The record
-    holds the settings, the seeds, every per-seed value, a summary (mean, sd, 95 % interval
-    of every number), the wall time and the provenance (commit, versions, CPUs, threads,
-    date, command).
+    Each run starts from :func:`attnbook.setup` with its seed (so one thread). With ``jobs`` > 1
+    the runs are shared among that many worker processes, each still one thread; a run's
+    numbers do not depend on which process made it. The record holds the settings, the
+    seeds, every per-seed value, a summary (mean, sd, 95 % interval of every number), the
+    wall time and the provenance (commit, versions, CPUs, threads, jobs, date, command).
     """
-    from attnbook import setup
-
     experiment = _experiment(name)
+    checks.positive_int(jobs=jobs)
     seeds = tuple(experiment.seeds if seeds is None else seeds)
     runs = [(arm, seed) for arm in experiment.arms for seed in seeds]
     values: dict[str, dict[str, dict]] = {arm: {} for arm in experiment.arms}
     bar = _progress(len(runs), name) if progress else None
     started = time.perf_counter()
-    for arm, seed in runs:
-        setup(seed)
-        values[arm][str(seed)] = _plain(experiment.run(arm, seed, **experiment.settings))
+    if jobs == 1:
+        finished = (((arm, seed), _run_one(name, "", arm, seed)) for arm, seed in runs)
+    else:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        module = experiment.run.__module__  # where a worker finds the experiment registered
+        futures = {pool.submit(_run_one, name, module, arm, seed): (arm, seed) for arm, seed in runs}
+        finished = ((futures[future], future.result()) for future in as_completed(futures))
+    for (arm, seed), found in finished:
+        values[arm][str(seed)] = found
         if bar is not None:
             bar.set_postfix_str(f"{arm}, seed {seed}")
             bar.update()
+    if jobs > 1:
+        pool.shutdown()
     if bar is not None:
         bar.close()
+    values = {arm: {str(seed): values[arm][str(seed)] for seed in seeds} for arm in experiment.arms}
     data = dict(
         name=name,
         description=experiment.description,
@@ -181,13 +196,25 @@ def record(name: str, seeds: tuple[int, ...] | None = None, progress: bool = Tru
         summary=_summaries(values, seeds),
         replay=experiment.replay,
         wall_seconds=round(time.perf_counter() - started, 1),
-        provenance=provenance(),
+        provenance={**provenance(), "jobs": jobs},
     )
     if write:
         path = record_path(name)
         path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(data, indent=1) + "\n")
     return Record(data)
+
+
+def _run_one(name: str, module: str, arm: str, seed: int) -> dict:
+    """One run of a registered experiment from :func:`attnbook.setup`'s state for ``seed``;
+    a worker process first imports ``module``, which registers it."""
+    from attnbook import setup
+
+    if module:
+        importlib.import_module(module)
+    experiment = _experiment(name)
+    setup(seed)
+    return _plain(experiment.run(arm, seed, **experiment.settings))
 
 
 def _experiment(name: str) -> Experiment:

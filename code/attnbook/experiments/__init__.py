@@ -22,6 +22,7 @@ from attnbook.experiments.lengths import (
     length_experiment,
 )
 from attnbook.experiments.translation import (
+    CONTROL_ARMS,
     TRANSLATION_ARMS,
     TranslationRun,
     alignment_letters,
@@ -41,6 +42,7 @@ __all__ = [
     "evaluate_by_length",
     "context_vectors",
     "TRANSLATION_ARMS",
+    "CONTROL_ARMS",
     "TranslationRun",
     "translation_data",
     "translation_model",

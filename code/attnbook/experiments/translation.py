@@ -25,6 +25,7 @@ from attnbook.training import count_parameters, evaluate, fit
 
 __all__ = [
     "TRANSLATION_ARMS",
+    "CONTROL_ARMS",
     "TranslationData",
     "translation_data",
     "translation_model",
@@ -45,6 +46,10 @@ TRANSLATION_ARMS = {
     "local": "Luong local-p (general + input feeding)",
 }
 
+#: A control arm, recorded beside them: ``general`` with ``W_a`` set to the identity after the usual
+#: initialisation, so it starts as ``dot`` with every other weight that of ``general`` from the same seed.
+CONTROL_ARMS = {"identity": "Luong general, W_a starting at I"}
+
 
 class TranslationData(NamedTuple):
     """Chapter 3's data: 2 000 / 500 / 500 sentences of ``tasks.translation_task`` and their vocabularies."""
@@ -64,6 +69,11 @@ def translation_data() -> TranslationData:
 def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
     """A fresh model of one of :data:`TRANSLATION_ARMS` for :func:`translation_data`'s vocabularies."""
     src, tgt = len(translation_data().src_vocab), len(translation_data().tgt_vocab)
+    if arm == "identity":
+        model = translation_model("general")
+        with torch.no_grad():
+            nn.init.eye_(model.decoder.attention.scorer.W_a.weight)  # W_a = I: h_tᵀ W_a h̄_s = h_tᵀ h̄_s
+        return model
     if arm == "bahdanau":
         return BahdanauSeq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, attention_dim=64, encoder_hidden_size=32)
     scores = dict(
@@ -74,7 +84,7 @@ def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
         local=("general", True, local_window),
     )
     if arm not in scores:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(TRANSLATION_ARMS)}")
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join([*TRANSLATION_ARMS, *CONTROL_ARMS])}")
     score, input_feeding, window = scores[arm]
     return LuongSeq2Seq.build(
         src, tgt, embed_dim=32, hidden_size=64, score=score, input_feeding=input_feeding, local_window=window
@@ -191,13 +201,13 @@ register(
     Experiment(
         name="luong_scores",
         run=lambda arm, seed, **settings: translation_run(arm, seed, **settings).measures,
-        arms=tuple(TRANSLATION_ARMS),
+        arms=(*TRANSLATION_ARMS, *CONTROL_ARMS),
         seeds=tuple(range(8)),
         settings=dict(passes=12, lr=1e-2, batch_size=32),
         replay=dict(arm="dot", seed=0, passes=1),
         chapter="chapters/03_luong.ipynb",
-        description="Bahdanau's decoder and Luong's (dot, general, concat, general with input feeding, local-p) "
-        "with one encoder on the toy translation task; exact match, loss and where the models look, "
-        "after every pass.",
+        description="Bahdanau's decoder and Luong's (dot, general, concat, general with input feeding, local-p, "
+        "and general with W_a starting at the identity) with one encoder on the toy translation task; exact "
+        "match, loss and where the models look, after every pass.",
     )
 )
