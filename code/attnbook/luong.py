@@ -77,9 +77,7 @@ class LuongDecoder(RNNDecoder):
         pad_id: int = 0,
     ) -> None:
         if not isinstance(attention, LuongAttention):
-            raise TypeError(
-                f"attention must be a LuongAttention or LocalPAttention, got {type(attention).__name__}"
-            )
+            raise TypeError(f"attention must be a LuongAttention or LocalPAttention, got {type(attention).__name__}")
         if attention.query_dim != hidden_size:
             raise ValueError(
                 f"the attention's query_dim={attention.query_dim} must equal hidden_size={hidden_size}: "

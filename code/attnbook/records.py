@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import datetime
 import importlib
-import multiprocessing
 import json
+import multiprocessing
 import os
 import platform
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
