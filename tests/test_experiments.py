@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attnbook import data, tasks
+from attnbook import data, experiments, tasks
 from attnbook.experiments import context_vectors, evaluate_by_length, length_experiment
 from attnbook.rnn import Seq2Seq
 from attnbook.transformer import Transformer
@@ -113,3 +113,48 @@ def test_bottleneck_run_names_its_arms():
 
     with pytest.raises(ValueError, match="unknown arm 'wide'; the arms are written, reversed, room, training"):
         bottleneck_run("wide", 0)
+
+
+def test_measuring_every_epoch_does_not_change_the_training():
+    settings = dict(min_length=2, max_length=6, n_train=200, n_test=80, epochs=3, batch_size=32, alphabet="abcd")
+    once = length_experiment(tiny_model, **settings)
+    each = length_experiment(tiny_model, every_epoch=True, **settings)
+    assert once.curve is None and len(each.curve) == 3
+    assert each.history["train_loss"] == once.history["train_loss"]
+    assert each.history["epoch"] == [1, 2, 3] and len(each.history.step_losses) == len(once.history.step_losses)
+    assert each.curve[-1]["by_length"] == once.by_length == each.by_length
+    assert each.curve[-1]["symbols_by_length"] == once.symbols_by_length
+    assert each.history["train_loss"][0] > each.history["train_loss"][-1]  # the curve's epochs differ
+
+
+def test_extra_training_strings_keep_the_test_set_and_the_first_strings():
+    settings = dict(min_length=2, max_length=6, n_train=100, n_test=60, epochs=1, batch_size=32, alphabet="abcd")
+    base = length_experiment(tiny_model, **settings)
+    more = length_experiment(tiny_model, extra_train=150, **settings)
+    assert more.test_examples == base.test_examples
+    test_sources = {example.source for example in base.test_examples}
+    strings = dict(min_length=2, max_length=6, alphabet="abcd")
+    extra = tasks.sequence_splits(tasks.reversal_task, 150, 0, 0, seed=1_000_003, exclude=test_sources, **strings).train
+    assert len(extra) == 150 and not test_sources & {example.source for example in extra}
+    with pytest.raises(ValueError, match="extra_train must be a non-negative int, got -1"):
+        length_experiment(tiny_model, extra_train=-1, **settings)
+
+
+def test_symbol_accuracy_counts_every_target_symbol_and_eos():
+    examples = tasks.reversal_task(40, min_length=2, max_length=5, seed=3, alphabet="abc")
+    src_vocab, tgt_vocab = data.build_vocabs(examples)
+
+    class Reverser(torch.nn.Module):
+        """Right on every symbol but the first of each target."""
+
+        pad_id = 0
+
+        def forward(self, src, tgt_in):
+            batch_tgt_out = torch.cat([tgt_in[:, 1:], torch.zeros_like(tgt_in[:, :1])], dim=1)
+            return type("Out", (), {"logits": torch.nn.functional.one_hot(batch_tgt_out, len(tgt_vocab)).float()})
+
+    by_length = experiments.symbol_accuracy_by_length(Reverser(), examples, src_vocab, tgt_vocab)
+    assert set(by_length) == {len(e.source) for e in examples}
+    # reading tgt_in shifted left predicts every target symbol but the last real one (<eos>) correctly
+    for length, accuracy in by_length.items():
+        assert accuracy == pytest.approx(length / (length + 1)), (length, accuracy)

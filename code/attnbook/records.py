@@ -166,6 +166,7 @@ def record(
     seeds = tuple(experiment.seeds if seeds is None else seeds)
     runs = [(arm, seed) for arm in experiment.arms for seed in seeds]
     values: dict[str, dict[str, dict]] = {arm: {} for arm in experiment.arms}
+    made_by = {**provenance(), "jobs": jobs}  # the code as it is when the runs start
     bar = _progress(len(runs), name) if progress else None
     started = time.perf_counter()
     if jobs == 1:
@@ -196,7 +197,7 @@ def record(
         summary=_summaries(values, seeds),
         replay=experiment.replay,
         wall_seconds=round(time.perf_counter() - started, 1),
-        provenance={**provenance(), "jobs": jobs},
+        provenance=made_by,
     )
     if write:
         path = record_path(name)

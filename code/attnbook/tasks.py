@@ -317,6 +317,7 @@ def sequence_splits(
     n_valid: int,
     n_test: int,
     seed: int = 0,
+    exclude: Iterable[str] = (),
     **task_kwargs,
 ) -> Splits:
     """Train, validation and test sets of a task, with no source string in two splits.
@@ -333,6 +334,7 @@ def sequence_splits(
         n_valid: number of validation examples.
         n_test: number of test examples.
         seed: seed of the random draws.
+        exclude: sources that no split may hold (e.g. another split's test strings).
         **task_kwargs: passed on to ``task_fn``, e.g. ``min_length=5, max_length=15``.
 
     Returns:
@@ -348,7 +350,7 @@ def sequence_splits(
     checks.non_negative_int(n_train=n_train, n_valid=n_valid, n_test=n_test)
     checks.integer(seed=seed)
     rng = random.Random(seed)
-    used_sources: set[str] = set()
+    used_sources: set[str] = set(exclude)
     splits = []
     for name, size in (("train", n_train), ("valid", n_valid), ("test", n_test)):
         split = _draw_new_examples(task_fn, size, used_sources, rng, task_kwargs, name)

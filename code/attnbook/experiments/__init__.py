@@ -20,6 +20,7 @@ from attnbook.experiments.lengths import (
     context_vectors,
     evaluate_by_length,
     length_experiment,
+    symbol_accuracy_by_length,
 )
 from attnbook.experiments.translation import (
     CONTROL_ARMS,
@@ -40,6 +41,7 @@ __all__ = [
     "LengthResult",
     "length_experiment",
     "evaluate_by_length",
+    "symbol_accuracy_by_length",
     "context_vectors",
     "TRANSLATION_ARMS",
     "CONTROL_ARMS",

@@ -1,18 +1,19 @@
 """Chapter 1's recorded experiment: what moves the fixed-size bottleneck on short reversal.
 
 Chapter 1 trains its one-directional encoder-decoder on reversing random strings of 3 to 12
-letters (:data:`SMALL_REVERSAL`) and asks three questions, one arm each against the model as
-written: is the vector too small (``room``: twice the state), is the model under-trained
-(``training``: four times the training strings, so four times the updates), and does
-Sutskever et al.'s trick help (``reversed``: every source fed right to left)?
+letters (:data:`SMALL_REVERSAL`) and asks, one arm each against the model as written: is the
+vector too small (``room``: twice the state), is the model under-trained (``training``: four
+times the training strings, so four times the updates; ``passes``: four times the passes over
+the same strings, the same updates without new data), and does Sutskever et al.'s trick help
+(``reversed``: every source fed right to left)?
 :func:`bottleneck_run` trains one arm from one seed with
 :func:`~attnbook.experiments.length_experiment`; registered as the record ``bottleneck``
 (``./course experiments bottleneck``), which Chapter 1 reads. The chapter runs seed 0 of
 ``written`` and ``reversed`` live and shows they equal the record's.
 
-A seed draws the strings and the initial weights. The arms of one seed train on the same
-strings and are tested on the same strings, except ``training``: its 12 000 training strings
-are drawn first, so its 1 000 test strings are another draw from the same lengths.
+A seed draws the strings and the initial weights. Every arm of one seed is tested on the same
+1 000 strings and trains on the same 3 000, ``training`` on 9 000 more besides (drawn from
+their own stream, none of them a test string; ``length_experiment(extra_train=...)``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ BOTTLENECK_ARMS = {
     "reversed": "128 numbers, source reversed",
     "room": "256 numbers (twice the state)",
     "training": "128 numbers, 4 x the training strings",
+    "passes": "128 numbers, 4 x the passes (same strings)",
 }
 
 
@@ -65,7 +67,9 @@ def bottleneck_run(arm: str, seed: int, **settings) -> LengthResult:
     if arm == "room":
         return length_experiment(_room_model, **settings, seed=seed)
     if arm == "training":
-        return length_experiment(plain_model, **{**settings, "n_train": 4 * settings["n_train"]}, seed=seed)
+        return length_experiment(plain_model, **settings, extra_train=3 * settings["n_train"], seed=seed)
+    if arm == "passes":
+        return length_experiment(plain_model, **{**settings, "epochs": 4 * settings["epochs"]}, seed=seed)
     raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(BOTTLENECK_ARMS)}")
 
 
@@ -81,13 +85,15 @@ def longest_reliable_length(by_length: dict[int, float], threshold: float = 0.5)
 
 def bottleneck_measures(result: LengthResult) -> dict:
     """A run's numbers: ``exact_match`` (all test strings), ``reliable_length``
-    (:func:`longest_reliable_length`), ``train_loss`` (the last epoch's) and ``length_<n>``,
-    the exact match at every source length ``n``."""
+    (:func:`longest_reliable_length`), ``train_loss`` (the last epoch's), ``length_<n>``,
+    the exact match at every source length ``n``, and ``symbols_<n>``, the per-symbol
+    accuracy there (:func:`~attnbook.experiments.symbol_accuracy_by_length`)."""
     return dict(
         exact_match=result.exact_match,
         reliable_length=longest_reliable_length(result.by_length),
         train_loss=result.history["train_loss"][-1],
         **{f"length_{n}": accuracy for n, accuracy in sorted(result.by_length.items())},
+        **{f"symbols_{n}": accuracy for n, accuracy in sorted(result.symbols_by_length.items())},
     )
 
 
@@ -101,7 +107,8 @@ register(
         replay=dict(arm="written", seed=0),
         chapter="chapters/01_seq2seq.ipynb",
         description="Chapter 1's one-directional GRU encoder-decoder on reversing 3 to 12 letters: as written, "
-        "with the source reversed, with twice the state, and with four times the training strings; "
-        "exact match overall and by length after four epochs.",
+        "with the source reversed, with twice the state, with four times the training strings, and with four "
+        "times the passes over the same strings; exact match overall and by length, per-symbol accuracy by "
+        "length, after four epochs (sixteen for the last arm).",
     )
 )

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pad_sequence
 
+from attnbook import _checks as checks
 from attnbook.data import Batches, Example, Vocab, build_vocabs
 from attnbook.decoding import greedy_decode
 from attnbook.metrics import accuracy_by_length, exact_match
@@ -25,7 +26,14 @@ from attnbook.rnn import Encoded
 from attnbook.tasks import DEFAULT_ALPHABET, copy_task, reversal_task, reverse_sources, sequence_splits
 from attnbook.training import History, fit
 
-__all__ = ["REVERSAL_BENCHMARK", "LengthResult", "length_experiment", "evaluate_by_length", "context_vectors"]
+__all__ = [
+    "REVERSAL_BENCHMARK",
+    "LengthResult",
+    "length_experiment",
+    "evaluate_by_length",
+    "symbol_accuracy_by_length",
+    "context_vectors",
+]
 
 #: The settings of the reversal benchmark that Chapters 1 and 2 both run, so that the models
 #: with and without attention see the same strings for the same number of epochs:
@@ -39,6 +47,9 @@ ModelFactory = Callable[[int, int], nn.Module]
 
 TASKS = {"reversal": reversal_task, "copy": copy_task}
 
+#: Added to the seed for the stream of ``extra_train`` strings (any number far from the seeds used).
+EXTRA_STREAM = 1_000_003
+
 
 class LengthResult(NamedTuple):
     """What :func:`length_experiment` measured.
@@ -46,21 +57,27 @@ class LengthResult(NamedTuple):
     Attributes:
         by_length: exact match on the test split for each source length, ``{length: accuracy}``.
         exact_match: exact match over the whole test split.
+        symbols_by_length: per-symbol accuracy for each source length
+            (:func:`symbol_accuracy_by_length`), ``{length: accuracy}``.
         history: the training :class:`~attnbook.training.History`.
         model: the trained model.
         seconds: wall time of training (all epochs).
         vocabs: ``(src_vocab, tgt_vocab)`` the model was trained with.
         test_examples: the held-out examples the accuracies were measured on (with reversed
             sources when ``reverse_source=True``: exactly what the model read).
+        curve: with ``every_epoch=True``, one dict per epoch with that epoch's ``exact_match``,
+            ``by_length`` and ``symbols_by_length``; otherwise None.
     """
 
     by_length: dict[int, float]
     exact_match: float
+    symbols_by_length: dict[int, float]
     history: History
     model: nn.Module
     seconds: float
     vocabs: tuple[Vocab, Vocab]
     test_examples: list[Example]
+    curve: list[dict] | None = None
 
 
 def length_experiment(
@@ -77,6 +94,8 @@ def length_experiment(
     reverse_source: bool = False,
     alphabet: str = DEFAULT_ALPHABET,
     seed: int = 0,
+    extra_train: int = 0,
+    every_epoch: bool = False,
 ) -> LengthResult:
     """Train a model on a sequence task, then measure exact match for every source length.
 
@@ -95,27 +114,61 @@ def length_experiment(
         reverse_source: feed every source reversed.
         alphabet: the symbols the strings are made of.
         seed: seed of the data and of the model's initial weights.
+        extra_train: more training strings, drawn after the others from their own stream
+            (``seed + EXTRA_STREAM``) and never equal to a test string: more data with the
+            same test set and the same first ``n_train`` strings.
+        every_epoch: measure the test split after every epoch (``curve``); the training is
+            the same, so the last entry equals the final result.
 
     Shapes:
         the model maps src ``(B, S)`` and tgt_in ``(B, T)`` to logits ``(B, T, V)``.
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
-    splits = sequence_splits(
-        TASKS[task], n_train, 0, n_test, seed=seed, min_length=min_length, max_length=max_length, alphabet=alphabet
-    )
+    checks.non_negative_int(extra_train=extra_train)
+    strings = dict(min_length=min_length, max_length=max_length, alphabet=alphabet)
+    splits = sequence_splits(TASKS[task], n_train, 0, n_test, seed=seed, **strings)
     train, test = splits.train, splits.test
+    if extra_train:
+        test_sources = [example.source for example in test]
+        stream = seed + EXTRA_STREAM
+        more = sequence_splits(TASKS[task], extra_train, 0, 0, seed=stream, exclude=test_sources, **strings)
+        train = train + more.train
     if reverse_source:
         train, test = reverse_sources(train), reverse_sources(test)
     src_vocab, tgt_vocab = build_vocabs(train + test)
     torch.manual_seed(seed)
     model = model_factory(len(src_vocab), len(tgt_vocab))
     batches = Batches(train, src_vocab, tgt_vocab, batch_size, shuffle=True, seed=seed)
-    started = time.perf_counter()
-    history = fit(model, batches, epochs=epochs, lr=lr)
-    seconds = time.perf_counter() - started
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)  # what fit would make
+    history, curve, seconds = History(), [] if every_epoch else None, 0.0
+    for _ in range(epochs if every_epoch else 1):
+        started = time.perf_counter()
+        part = fit(model, batches, epochs=1 if every_epoch else epochs, optimizer=optimizer)
+        seconds += time.perf_counter() - started
+        for record in part:
+            history.append({**record, "epoch": len(history) + 1})
+        history.step_losses += part.step_losses
+        if every_epoch:
+            curve.append(_measure(model, test, src_vocab, tgt_vocab))
+    found = curve[-1] if every_epoch else _measure(model, test, src_vocab, tgt_vocab)
+    return LengthResult(
+        found["by_length"],
+        found["exact_match"],
+        found["symbols_by_length"],
+        history,
+        model,
+        seconds,
+        (src_vocab, tgt_vocab),
+        test,
+        curve,
+    )
+
+
+def _measure(model: nn.Module, test: list[Example], src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
     by_length, overall = evaluate_by_length(model, test, src_vocab, tgt_vocab)
-    return LengthResult(by_length, overall, history, model, seconds, (src_vocab, tgt_vocab), test)
+    symbols = symbol_accuracy_by_length(model, test, src_vocab, tgt_vocab)
+    return dict(exact_match=overall, by_length=by_length, symbols_by_length=symbols)
 
 
 def evaluate_by_length(
@@ -135,6 +188,33 @@ def evaluate_by_length(
         targets += [tgt_vocab.encode(example.target) for example in batch.examples]
         lengths += batch.src_lengths.tolist()
     return accuracy_by_length(predictions, targets, lengths), exact_match(predictions, targets)
+
+
+def symbol_accuracy_by_length(
+    model: nn.Module, examples, src_vocab: Vocab, tgt_vocab: Vocab, batch_size: int = 256
+) -> dict[int, float]:
+    """Per-symbol accuracy by source length: the share of target symbols (``<eos>`` included)
+    that the model's most likely symbol gets right when it reads the correct previous ones
+    (teacher forcing), pooled over the examples of each length.
+
+    Exact match needs every symbol right, so it falls with length even when each symbol is
+    as easy as the last; this measure shows whether the symbols themselves get harder.
+
+    Shapes:
+        ``N`` examples -> a dict over the distinct source lengths.
+    """
+    right: dict[int, int] = {}
+    total: dict[int, int] = {}
+    with evaluating(model), torch.no_grad():
+        for batch in Batches(examples, src_vocab, tgt_vocab, batch_size):
+            batch = batch.to(device_of(model))
+            logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
+            real = batch.tgt_out != tgt_vocab.pad_id  # (B, T)
+            hits = ((logits.argmax(dim=-1) == batch.tgt_out) & real).sum(dim=1)  # (B,)
+            for length, hit, count in zip(batch.src_lengths.tolist(), hits.tolist(), real.sum(dim=1).tolist()):
+                right[length] = right.get(length, 0) + hit
+                total[length] = total.get(length, 0) + count
+    return {length: right[length] / total[length] for length in sorted(total)}
 
 
 def context_vectors(model: nn.Module, sources: list[str], src_vocab: Vocab, batch_size: int = 512) -> Tensor:

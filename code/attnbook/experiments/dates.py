@@ -1,0 +1,191 @@
+"""Chapters 1 and 2's recorded experiment on date normalisation, recorded as ``dates``.
+
+Three decoders, one encoder (a bidirectional GRU of 64 units per direction), the same 10 000
+training dates: Cho et al.'s decoder, which reads the context vector ``c`` at every step
+(Chapter 1's :class:`~attnbook.rnn.Seq2Seq`); a decoder that sees ``c`` only as its first
+state, as in Sutskever et al. (:class:`StartOnlyDecoder`); and Bahdanau attention (Chapter 2).
+Each is trained four epochs and measured after every one. For the two plain models the run also
+probes the context vector before and after training (:func:`year_probe`, :func:`format_probe`):
+what a linear read-out finds in an untrained encoder is the baseline for what training put there.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from attnbook import _checks as checks
+from attnbook.bahdanau import BahdanauSeq2Seq
+from attnbook.data import Batches, Splits, Vocab, build_vocabs
+from attnbook.experiments.lengths import context_vectors
+from attnbook.protocol import Output, Step
+from attnbook.records import Experiment, register
+from attnbook.rnn import DecoderState, Encoder, EncoderDecoder, RNNDecoder, Seq2Seq
+from attnbook.tasks import DATE_FORMATS, date_splits, format_date
+from attnbook.training import fit
+
+__all__ = [
+    "DATE_ARMS",
+    "DateData",
+    "date_data",
+    "date_model",
+    "StartOnlyDecoder",
+    "linear_probe",
+    "year_probe",
+    "format_probe",
+    "date_run",
+]
+
+#: The arms: a short name and what it is. All have the same encoder, embeddings of 32 and a
+#: decoder state of 64.
+DATE_ARMS = {
+    "cho": "c at every step (Cho et al.)",
+    "start_only": "c only as the first state",
+    "attention": "Bahdanau attention",
+}
+
+
+class DateData(NamedTuple):
+    """Chapters 1 and 2's dates: 10 000 / 1 000 / 1 000 (data seed 0) and their vocabularies."""
+
+    splits: Splits
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+
+
+@functools.lru_cache(maxsize=1)
+def date_data() -> DateData:
+    """The same dates for every arm and seed (the vocabularies from the training dates)."""
+    splits = date_splits(n_train=10_000, n_valid=1_000, n_test=1_000, seed=0)
+    return DateData(splits, *build_vocabs(splits.train))
+
+
+class StartOnlyDecoder(RNNDecoder):
+    """A decoder that sees the context vector only as its first state (Sutskever et al.'s way)::
+
+        s_0 = tanh(W_init c),   s_t = GRU(E y_{t-1}, s_{t-1}),   logits_t = W_o s_t
+
+    Shapes: as :class:`attnbook.rnn.Decoder` (its state is a :class:`~attnbook.rnn.DecoderState`).
+    """
+
+    State = DecoderState
+
+    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, encoder_size: int, pad_id: int = 0) -> None:
+        super().__init__(vocab_size, embed_dim, hidden_size, encoder_size, pad_id)
+        self.init = nn.Linear(encoder_size, hidden_size)  # W_init
+        self.gru = nn.GRU(embed_dim, hidden_size, batch_first=True)
+        self.out = nn.Linear(hidden_size, vocab_size)  # W_o
+
+    def start(self, annotations: Tensor, final: Tensor, src_mask: Tensor) -> DecoderState:
+        checks.shapes("StartOnlyDecoder", dict(C=self.encoder_size), final=(final, "B C"))
+        return DecoderState(context=final, hidden=torch.tanh(self.init(final)))  # s_0 = tanh(W_init c)
+
+    def step(self, state: DecoderState, prev: Tensor) -> Step:
+        embedded = self.embedding(prev)  # (B, E)
+        _, hidden = self.gru(embedded.unsqueeze(1), state.hidden.unsqueeze(0))  # (1, B, H)
+        hidden = hidden.squeeze(0)  # (B, H)
+        return Step(self.out(hidden), state._replace(hidden=hidden), None)  # (B, V)
+
+    def forward(self, tgt_in: Tensor, state: DecoderState) -> Output:
+        states, _ = self.gru(self.embedding(tgt_in), state.hidden.unsqueeze(0))  # (B, T, H)
+        return Output(self.out(states), None)  # (B, T, V)
+
+
+def date_model(arm: str) -> nn.Module:
+    """A fresh model of one of :data:`DATE_ARMS` for :func:`date_data`'s vocabularies."""
+    data = date_data()
+    src, tgt = len(data.src_vocab), len(data.tgt_vocab)
+    if arm == "cho":
+        return Seq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, bidirectional=True)
+    if arm == "start_only":
+        encoder = Encoder(src, 32, 64, bidirectional=True)
+        return EncoderDecoder(encoder, StartOnlyDecoder(tgt, 32, 64, encoder.output_size))
+    if arm == "attention":
+        return BahdanauSeq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, attention_dim=64)
+    raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(DATE_ARMS)}")
+
+
+def linear_probe(train_features: Tensor, train_targets: Tensor, test_features: Tensor) -> Tensor:
+    """Least squares ``targets ≈ [features, 1] @ w`` on the training rows; the test rows' read-out.
+
+    Shapes:
+        train_features ``(N, C)``, train_targets ``(N, K)``, test_features ``(M, C)`` -> ``(M, K)``
+    """
+    ones = lambda rows: torch.ones(len(rows), 1, dtype=rows.dtype)  # noqa: E731
+    weights = torch.linalg.lstsq(torch.cat([train_features, ones(train_features)], 1), train_targets).solution
+    return torch.cat([test_features, ones(test_features)], 1) @ weights  # (M, C + 1) @ (C + 1, K)
+
+
+def _dates(examples) -> list[datetime.date]:
+    return [datetime.date.fromisoformat(example.target) for example in examples]
+
+
+def year_probe(model: nn.Module, n_train: int = 3000) -> float:
+    """R² of a linear read-out of the year from the context vector: fitted on the first ``n_train``
+    training dates as written, tested on the 1 000 test dates as written."""
+    data = date_data()
+    train, test = data.splits.train[:n_train], data.splits.test
+    features = [context_vectors(model, [e.source for e in split], data.src_vocab) for split in (train, test)]
+    years = [torch.tensor([[d.year] for d in _dates(split)], dtype=torch.float32) for split in (train, test)]
+    predicted = linear_probe(features[0], years[0], features[1]).squeeze(1)  # (M,)
+    actual = years[1].squeeze(1)
+    return float(1 - (predicted - actual).square().sum() / (actual - actual.mean()).square().sum())
+
+
+def format_probe(model: nn.Module, n_train: int = 3000) -> float:
+    """Accuracy of a linear read-out of the *format* from the context vector: the ``i``-th date
+    written in format ``i mod 12``; least squares onto one-hot labels, fitted on ``n_train``
+    training dates, the largest output taken as the answer on the 1 000 test dates."""
+    data = date_data()
+    formats = list(DATE_FORMATS)
+    splits = (_dates(data.splits.train[:n_train]), _dates(data.splits.test))
+    texts = [[format_date(d, formats[i % len(formats)]) for i, d in enumerate(dates)] for dates in splits]
+    labels = [torch.arange(len(dates)) % len(formats) for dates in splits]
+    features = [context_vectors(model, split, data.src_vocab) for split in texts]
+    one_hot = nn.functional.one_hot(labels[0], len(formats)).float()  # (N, 12)
+    predicted = linear_probe(features[0], one_hot, features[1]).argmax(dim=1)  # (M,)
+    return float((predicted == labels[1]).float().mean())
+
+
+def date_run(arm: str, seed: int, epochs: int = 4, lr: float = 5e-3, batch_size: int = 128) -> dict:
+    """Train ``arm`` from ``seed`` (initial weights and batch order); measure after every epoch.
+
+    Returns ``exact_match`` and ``valid_loss`` on the 1 000 validation dates, one value per
+    epoch; for the plain models also ``year_r2``/``format_accuracy`` after training and
+    ``year_r2_untrained``/``format_accuracy_untrained`` before it, from the same weights.
+    """
+    data = date_data()
+    torch.manual_seed(seed)
+    model = date_model(arm)
+    probes = arm != "attention"
+    measures = {}
+    if probes:  # the same weights, before training
+        measures.update(year_r2_untrained=year_probe(model), format_accuracy_untrained=format_probe(model))
+    train = Batches(data.splits.train, data.src_vocab, data.tgt_vocab, batch_size, shuffle=True, seed=seed)
+    valid = Batches(data.splits.valid, data.src_vocab, data.tgt_vocab, batch_size=500)
+    history = fit(model, train, valid, epochs=epochs, lr=lr)
+    measures.update(exact_match=history["exact_match"], valid_loss=history["valid_loss"])
+    if probes:
+        measures.update(year_r2=year_probe(model), format_accuracy=format_probe(model))
+    return measures
+
+
+register(
+    Experiment(
+        name="dates",
+        run=date_run,
+        arms=tuple(DATE_ARMS),
+        seeds=tuple(range(8)),
+        settings=dict(epochs=4, lr=5e-3, batch_size=128),
+        replay=dict(arm="attention", seed=0, epochs=1),
+        chapter="chapters/01_seq2seq.ipynb",
+        description="Date normalisation with one bidirectional GRU encoder and three decoders (c at every "
+        "step, c only as the first state, Bahdanau attention): validation exact match and loss after every "
+        "epoch; for the plain models, linear probes of the year and the format in the context vector "
+        "before and after training.",
+    )
+)
