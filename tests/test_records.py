@@ -116,6 +116,6 @@ def test_worker_processes_give_the_same_record():
     assert record_fixture.tiny_run.__module__ == "record_fixture"
     assert two.data["values"] == one.data["values"]
     assert list(two.data["values"]["wide"]) == [str(seed) for seed in range(5)]
-    assert two.data["provenance"]["jobs"] == 2
+    assert two.data["provenance"]["jobs"] == 2 and two.data["provenance"]["threads"] == 1
     with pytest.raises(ValueError, match="jobs must be a positive int, got 0"):
         record("luong_scores", jobs=0, write=False)

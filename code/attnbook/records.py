@@ -66,6 +66,9 @@ class Experiment:
     description: str = ""
 
 
+#: Torch threads of every recorded run (:func:`attnbook.setup`'s default).
+RUN_THREADS = 1
+
 #: Every registered experiment by name (``attnbook.experiments`` registers the course's).
 EXPERIMENTS: dict[str, Experiment] = {}
 
@@ -166,7 +169,8 @@ def record(
     seeds = tuple(experiment.seeds if seeds is None else seeds)
     runs = [(arm, seed) for arm in experiment.arms for seed in seeds]
     values: dict[str, dict[str, dict]] = {arm: {} for arm in experiment.arms}
-    made_by = {**provenance(), "jobs": jobs}  # the code as it is when the runs start
+    # the code as it is when the runs start; each run's threads are setup's, not this process's
+    made_by = {**provenance(), "threads": RUN_THREADS, "jobs": jobs}
     bar = _progress(len(runs), name) if progress else None
     started = time.perf_counter()
     if jobs == 1:
@@ -214,7 +218,7 @@ def _run_one(name: str, module: str, arm: str, seed: int) -> dict:
     if module:
         importlib.import_module(module)
     experiment = _experiment(name)
-    setup(seed)
+    setup(seed, threads=RUN_THREADS)
     return _plain(experiment.run(arm, seed, **experiment.settings))
 
 
