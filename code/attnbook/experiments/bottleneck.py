@@ -9,7 +9,7 @@ the same strings, the same updates without new data), and does Sutskever et al.'
 :func:`bottleneck_run` trains one arm from one seed with
 :func:`~attnbook.experiments.length_experiment`; registered as the record ``bottleneck``
 (``./course experiments bottleneck``), which Chapter 1 reads. The chapter runs seed 0 of
-``written`` and ``reversed`` live and shows they equal the record's.
+``written`` live and shows it equals the record's.
 
 A seed draws the strings and the initial weights. Every arm of one seed is tested on the same
 1 000 strings and trains on the same 3 000, ``training`` on 9 000 more besides (drawn from

@@ -30,6 +30,7 @@ __all__ = [
     "REVERSAL_BENCHMARK",
     "LengthResult",
     "length_experiment",
+    "length_splits",
     "evaluate_by_length",
     "symbol_accuracy_by_length",
     "context_vectors",
@@ -123,17 +124,7 @@ def length_experiment(
     Shapes:
         the model maps src ``(B, S)`` and tgt_in ``(B, T)`` to logits ``(B, T, V)``.
     """
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
-    checks.non_negative_int(extra_train=extra_train)
-    strings = dict(min_length=min_length, max_length=max_length, alphabet=alphabet)
-    splits = sequence_splits(TASKS[task], n_train, 0, n_test, seed=seed, **strings)
-    train, test = splits.train, splits.test
-    if extra_train:
-        test_sources = [example.source for example in test]
-        stream = seed + EXTRA_STREAM
-        more = sequence_splits(TASKS[task], extra_train, 0, 0, seed=stream, exclude=test_sources, **strings)
-        train = train + more.train
+    train, test = length_splits(task, min_length, max_length, n_train, n_test, alphabet, seed, extra_train)
     if reverse_source:
         train, test = reverse_sources(train), reverse_sources(test)
     src_vocab, tgt_vocab = build_vocabs(train + test)
@@ -163,6 +154,32 @@ def length_experiment(
         test,
         curve,
     )
+
+
+def length_splits(
+    task: str = "reversal",
+    min_length: int = 3,
+    max_length: int = 30,
+    n_train: int = 8000,
+    n_test: int = 1400,
+    alphabet: str = DEFAULT_ALPHABET,
+    seed: int = 0,
+    extra_train: int = 0,
+) -> tuple[list[Example], list[Example]]:
+    """The training and test strings :func:`length_experiment` uses for these settings (sources as
+    written): ``length_splits(**REVERSAL_BENCHMARK)`` are the benchmark's. Extra keys are not accepted."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
+    checks.non_negative_int(extra_train=extra_train)
+    strings = dict(min_length=min_length, max_length=max_length, alphabet=alphabet)
+    splits = sequence_splits(TASKS[task], n_train, 0, n_test, seed=seed, **strings)
+    train, test = splits.train, splits.test
+    if extra_train:
+        test_sources = [example.source for example in test]
+        stream = seed + EXTRA_STREAM
+        more = sequence_splits(TASKS[task], extra_train, 0, 0, seed=stream, exclude=test_sources, **strings)
+        train = train + more.train
+    return train, test
 
 
 def _measure(model: nn.Module, test: list[Example], src_vocab: Vocab, tgt_vocab: Vocab) -> dict:

@@ -12,12 +12,13 @@ every source length.
 from __future__ import annotations
 
 from attnbook.bahdanau import BahdanauSeq2Seq
+from attnbook.data import Example
 from attnbook.experiments.bottleneck import plain_model
-from attnbook.experiments.lengths import REVERSAL_BENCHMARK, length_experiment
+from attnbook.experiments.lengths import REVERSAL_BENCHMARK, length_experiment, length_splits
 from attnbook.records import Experiment, register
 from attnbook.rnn import Seq2Seq
 
-__all__ = ["REVERSAL_ARMS", "bidirectional_plain_model", "attention_model", "reversal_run"]
+__all__ = ["REVERSAL_ARMS", "bidirectional_plain_model", "attention_model", "reversal_run", "test_examples"]
 
 #: The arms: a short name and what it is (embeddings of 32 in all).
 REVERSAL_ARMS = {
@@ -35,6 +36,12 @@ def bidirectional_plain_model(src_vocab_size: int, tgt_vocab_size: int) -> Seq2S
 def attention_model(src_vocab_size: int, tgt_vocab_size: int) -> BahdanauSeq2Seq:
     """Chapter 2's attention model: the same encoder, a Bahdanau decoder with a state of 64."""
     return BahdanauSeq2Seq.build(src_vocab_size, tgt_vocab_size, embed_dim=32, hidden_size=64, attention_dim=64)
+
+
+def test_examples(seed: int) -> list[Example]:
+    """The 1 400 test strings of the record's runs with ``seed`` (every arm's)."""
+    settings = {key: value for key, value in REVERSAL_BENCHMARK.items() if key not in ("epochs", "lr")}
+    return length_splits(**{**settings, "seed": seed})[1]
 
 
 FACTORIES = {"one_way": plain_model, "plain": bidirectional_plain_model, "attention": attention_model}
