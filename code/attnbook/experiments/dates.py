@@ -112,12 +112,19 @@ def date_model(arm: str) -> nn.Module:
 def linear_probe(train_features: Tensor, train_targets: Tensor, test_features: Tensor) -> Tensor:
     """Least squares ``targets ≈ [features, 1] @ w`` on the training rows; the test rows' read-out.
 
+    In float64 with an SVD-based solver (``gelsd``, the minimum-norm solution): the features of a
+    saturated or untrained encoder can be nearly collinear, and a float32 QR solve then gives
+    read-outs that change with the last bits of the input.
+
     Shapes:
         train_features ``(N, C)``, train_targets ``(N, K)``, test_features ``(M, C)`` -> ``(M, K)``
     """
-    ones = lambda rows: torch.ones(len(rows), 1, dtype=rows.dtype)  # noqa: E731
-    weights = torch.linalg.lstsq(torch.cat([train_features, ones(train_features)], 1), train_targets).solution
-    return torch.cat([test_features, ones(test_features)], 1) @ weights  # (M, C + 1) @ (C + 1, K)
+
+    def with_ones(rows: Tensor) -> Tensor:
+        return torch.cat([rows.double(), torch.ones(len(rows), 1, dtype=torch.float64)], 1)  # (N, C + 1)
+
+    weights = torch.linalg.lstsq(with_ones(train_features), train_targets.double(), driver="gelsd").solution
+    return with_ones(test_features) @ weights  # (M, C + 1) @ (C + 1, K)
 
 
 def _dates(examples) -> list[datetime.date]:
