@@ -268,9 +268,13 @@ def provenance() -> dict:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
+        # the package's code, not the records it writes (a run of several records changes those)
         dirty = bool(
             subprocess.run(
-                ["git", "status", "--porcelain", "code"], cwd=root, capture_output=True, text=True
+                ["git", "status", "--porcelain", "--", "code", ":(exclude)code/attnbook/records"],
+                cwd=root,
+                capture_output=True,
+                text=True,
             ).stdout.strip()
         )
     except (OSError, subprocess.CalledProcessError):
