@@ -168,7 +168,11 @@ def alignment_measures(letters: list[dict]) -> dict[str, float]:
     centre drawn uniformly from (0, S) would), ``diagonal`` (a centre at t/T·S would),
     ``median_offset``/``mean_offset`` (argmax − p_t) and ``far_offset`` (|argmax − p_t| ≥ 3).
     """
-    mean = lambda key, where=lambda r: True: float(np.mean([r[key] for r in letters if where(r)]))  # noqa: E731
+
+    def mean(key, where=lambda r: True) -> float:
+        values = [r[key] for r in letters if where(r)]
+        return float(np.mean(values)) if values else float("nan")  # nan: no such letters
+
     for r in letters:
         r["share"] = r["on_word"] / r["total"]
     measures = dict(on_word=mean("on_word"), share=mean("share"), total=mean("total"))
