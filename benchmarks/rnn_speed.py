@@ -20,26 +20,10 @@ from attnbook.data import Batches, build_vocabs
 from attnbook.experiments import REVERSAL_BENCHMARK
 from attnbook.experiments.dates import DATE_ARMS, date_data, date_model
 from attnbook.experiments.reversal import FACTORIES, REVERSAL_ARMS
-from attnbook.protocol import Output
 from attnbook.tasks import reversal_task, sequence_splits
 from attnbook.training import fit
 
 ROUNDS = 5
-
-
-class Stepwise(torch.nn.Module):
-    """A model of the protocol whose teacher-forced forward runs its decoder through ``step``."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model, self.pad_id = model, model.pad_id
-
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> Output:
-        state, logits = self.model.start(src), []
-        for prev in tgt_in.unbind(dim=1):  # T x (B,)
-            step_logits, state, _ = self.model.step(state, prev)  # (B, V)
-            logits.append(step_logits)
-        return Output(torch.stack(logits, dim=1), None)  # (B, T, V)
 
 
 def main() -> None:
@@ -61,8 +45,6 @@ def main() -> None:
     steps = {
         f"reversal/{arm}": epoch(FACTORIES[arm](len(src_vocab), len(tgt_vocab)), reversal) for arm in REVERSAL_ARMS
     }
-    plain = FACTORIES["plain"](len(src_vocab), len(tgt_vocab))
-    steps["reversal/plain_stepwise"] = epoch(Stepwise(plain), reversal)
     steps |= {f"dates/{arm}": epoch(date_model(arm), date_batches) for arm in DATE_ARMS}
     timings = compare_speeds(steps, rounds=ROUNDS, repeat=1)
     seconds = {
