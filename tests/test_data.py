@@ -14,6 +14,7 @@ from attnbook.tasks import (
     FIRST_DATE,
     LAST_DATE,
     copy_task,
+    date_part_spans,
     date_splits,
     date_task,
     format_date,
@@ -38,6 +39,20 @@ def test_the_examples_of_the_course_guide():
     assert format_date(date, "weekday_month_d_yyyy") == "saturday, march 3, 1984"
     assert format_date(date, "d.m.yy") == "3.3.84"
     assert format_date(date, "mon_d_yy") == "mar 3 84"
+
+
+def test_date_part_spans_find_every_field_of_every_format():
+    date = datetime.date(1984, 3, 3)
+    assert date_part_spans(date, "dd/mm/yy") == dict(day=(0, 2), month=(3, 5), year=(6, 8))
+    fields = tasks.date_fields(datetime.date(2003, 11, 22))
+    for name in DATE_FORMATS:
+        source = format_date(datetime.date(2003, 11, 22), name)
+        spans = date_part_spans(datetime.date(2003, 11, 22), name)
+        assert {"year", "month", "day"} <= set(spans), name
+        for part, (start, end) in spans.items():
+            assert source[start:end] in {fields[field] for field in tasks.DATE_PARTS[part]}, (name, part)
+    with pytest.raises(ValueError, match="unknown date format 'mm-dd'; the formats are"):
+        date_part_spans(date, "mm-dd")
 
 
 def test_there_are_at_least_ten_formats():

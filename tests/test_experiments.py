@@ -158,3 +158,50 @@ def test_symbol_accuracy_counts_every_target_symbol_and_eos():
     # reading tgt_in shifted left predicts every target symbol but the last real one (<eos>) correctly
     for length, accuracy in by_length.items():
         assert accuracy == pytest.approx(length / (length + 1)), (length, accuracy)
+
+
+class _FixedWeights(torch.nn.Module):
+    """A model of the protocol whose attention weights are given by ``weights(src)``."""
+
+    def __init__(self, weights):
+        super().__init__()
+        self.weights = weights
+
+    def forward(self, src, tgt_in):
+        from attnbook.protocol import Output
+
+        weights = self.weights(src).unsqueeze(1).expand(-1, tgt_in.size(1), -1)  # (B, T, S)
+        return Output(torch.zeros(*tgt_in.shape, 5), weights)
+
+
+def test_weight_on_parts_of_an_even_spread_is_the_even_share():
+    from attnbook.experiments.dates import weight_on_parts
+
+    def even(src):
+        real = (src != 0).float()  # (B, S)
+        return real / real.sum(-1, keepdim=True)
+
+    found = weight_on_parts(_FixedWeights(even), "dd/mm/yy")
+    assert set(found) == {"year", "month", "day"}
+    for part in found.values():
+        assert part.on == pytest.approx(part.even, abs=1e-6) and part.even == pytest.approx(2 / 8)
+        assert part.near == pytest.approx(part.even_near, abs=1e-6)
+    assert found["day"].even_near == pytest.approx(3 / 8) and found["month"].even_near == pytest.approx(4 / 8)
+
+
+def test_weight_on_parts_finds_all_the_weight_where_it_is_put():
+    from attnbook.experiments.dates import PartWeight, part_rows, weight_on_parts
+    from attnbook.tasks import DATE_FORMATS
+
+    def on_the_first(src):  # all the weight on the first source character
+        weights = torch.zeros(src.shape)
+        weights[:, 0] = 1.0
+        return weights
+
+    found = weight_on_parts(_FixedWeights(on_the_first), "yyyy.mm.dd")
+    assert found["year"].on == 1.0 and found["month"].on == 0.0 and found["day"].on == 0.0
+    assert found["month"].near == 0.0 and found["year"].focus == pytest.approx(10 / 4)
+    by_format = {fmt: weight_on_parts(_FixedWeights(on_the_first), fmt) for fmt in DATE_FORMATS}
+    rows = part_rows(by_format)
+    assert set(rows) == {"year", "month_digits", "month_letters", "day", "weekday"}
+    assert isinstance(rows["year"], PartWeight) and 0 < rows["year"].on < 1  # first in some formats only

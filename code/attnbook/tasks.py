@@ -16,6 +16,7 @@ state, so the same seed gives the same data on every machine.
 
 import datetime
 import random
+import string
 from collections.abc import Callable, Iterable, Sequence
 
 from attnbook import _checks as checks
@@ -28,6 +29,8 @@ __all__ = [
     "WEEKDAY_NAMES",
     "DATE_FORMATS",
     "date_fields",
+    "DATE_PARTS",
+    "date_part_spans",
     "format_date",
     "date_task",
     "date_splits",
@@ -124,6 +127,34 @@ def date_fields(date: datetime.date) -> dict[str, str]:
         "Weekday": weekday,
         "wkd": weekday[:3].lower(),
     }
+
+
+#: The fields of :data:`DATE_FORMATS` that write each part of a date.
+DATE_PARTS = {
+    "year": ("yyyy", "yy"),
+    "month": ("m", "mm", "month", "Month", "mon", "Mon", "MON"),
+    "day": ("d", "dd", "dth"),
+    "weekday": ("wkd", "weekday", "Weekday"),
+}
+
+
+def date_part_spans(date: datetime.date, fmt_name: str) -> dict[str, tuple[int, int]]:
+    """Where each part of :data:`DATE_PARTS` stands in ``format_date(date, fmt_name)``.
+
+    Returns:
+        ``{part: (start, end)}``, character positions, for the parts the format writes: for
+        1984-03-03 in ``"dd/mm/yy"`` (``"03/03/84"``), ``day=(0, 2) month=(3, 5) year=(6, 8)``.
+    """
+    if fmt_name not in DATE_FORMATS:
+        raise ValueError(f"unknown date format {fmt_name!r}; the formats are {', '.join(DATE_FORMATS)}")
+    fields, spans, at = date_fields(date), {}, 0
+    for literal, name, _, _ in string.Formatter().parse(DATE_FORMATS[fmt_name]):
+        at += len(literal)
+        if name:
+            part = next(part for part, names in DATE_PARTS.items() if name in names)
+            spans[part] = (at, at + len(fields[name]))
+            at += len(fields[name])
+    return spans
 
 
 def format_date(date: datetime.date, fmt_name: str) -> str:

@@ -20,13 +20,13 @@ from torch import Tensor, nn
 
 from attnbook import _checks as checks
 from attnbook.bahdanau import BahdanauSeq2Seq
-from attnbook.data import Batches, Splits, Vocab, build_vocabs
+from attnbook.data import Batches, Example, Splits, Vocab, build_vocabs, make_batch
 from attnbook.experiments.lengths import context_vectors
-from attnbook.protocol import Output, Step
+from attnbook.protocol import Output, Step, evaluating
 from attnbook.records import Experiment, register
 from attnbook.rnn import DecoderState, Encoder, EncoderDecoder, RNNDecoder, Seq2Seq
-from attnbook.tasks import DATE_FORMATS, date_splits, format_date
-from attnbook.training import fit
+from attnbook.tasks import DATE_FORMATS, DATE_PARTS, date_part_spans, date_splits, format_date
+from attnbook.training import History, fit
 
 __all__ = [
     "DATE_ARMS",
@@ -37,6 +37,11 @@ __all__ = [
     "linear_probe",
     "year_probe",
     "format_probe",
+    "PartWeight",
+    "PART_OUTPUTS",
+    "PART_ROWS",
+    "weight_on_parts",
+    "part_rows",
     "date_run",
 ]
 
@@ -158,11 +163,98 @@ def format_probe(model: nn.Module, n_train: int = 3000) -> float:
     return float((predicted == labels[1]).float().mean())
 
 
+#: For each part of a date, the output characters (of ``yyyy-mm-dd``) whose attention weights are
+#: measured on it; the weekday is not in the output, so all ten characters are.
+PART_OUTPUTS = {"year": slice(0, 4), "month": slice(5, 7), "day": slice(8, 10), "weekday": slice(0, 10)}
+
+#: The formats that write the month in digits; the others write it in letters.
+MONTH_IN_DIGITS = tuple(fmt for fmt in DATE_FORMATS if "{m}" in DATE_FORMATS[fmt] or "{mm}" in DATE_FORMATS[fmt])
+
+#: The rows of :func:`part_rows`: ``{row: (part, the formats it averages over)}``.
+PART_ROWS = {
+    "year": ("year", tuple(DATE_FORMATS)),
+    "month_digits": ("month", MONTH_IN_DIGITS),
+    "month_letters": ("month", tuple(fmt for fmt in DATE_FORMATS if fmt not in MONTH_IN_DIGITS)),
+    "day": ("day", tuple(DATE_FORMATS)),
+    "weekday": ("weekday", tuple(DATE_FORMATS)),
+}
+
+
+class PartWeight(NamedTuple):
+    """Where the output characters of one part of a date put their attention weight (means)."""
+
+    on: float  # on the part in the source
+    near: float  # on the part and one character each side of it
+    even: float  # what an even spread over the source would put on the part
+    even_near: float  # ... on the part and one character each side
+
+    @property
+    def focus(self) -> float:
+        """How many times its even share the part gets: ``on / even``."""
+        return self.on / self.even
+
+
+def weight_on_parts(model: nn.Module, fmt: str, dates: list[datetime.date] | None = None) -> dict[str, PartWeight]:
+    """``{part: PartWeight}`` for the parts that format ``fmt`` writes, over ``dates`` (default: the
+    1 000 test dates), teacher-forced: the model is fed the correct previous output characters.
+
+    Shapes: the weights ``(B, T, S)``, one row per output character of ``yyyy-mm-dd<eos>``.
+    """
+    data = date_data()
+    dates = _dates(data.splits.test) if dates is None else dates
+    sources = [format_date(date, fmt) for date in dates]
+    examples = [Example(source, date.isoformat()) for source, date in zip(sources, dates)]
+    batch = make_batch(examples, data.src_vocab, data.tgt_vocab)
+    with evaluating(model), torch.no_grad():
+        weights = model(batch.src, batch.tgt_in).weights  # (B, T, S)
+    positions = torch.arange(batch.src.size(1))  # (S,)
+    lengths = torch.tensor([len(source) for source in sources]).unsqueeze(1)  # (B, 1)
+    in_source = positions < lengths  # (B, S)
+    spans = [date_part_spans(date, fmt) for date in dates]
+    found = {}
+    for part in DATE_PARTS:
+        if part not in spans[0]:  # this format does not write the part
+            continue
+        start, end = torch.tensor([span[part] for span in spans]).T.unsqueeze(-1)  # (B, 1) each
+        measures = []
+        for margin in (0, 1):
+            inside = (positions >= start - margin) & (positions < end + margin) & in_source  # (B, S)
+            on = (weights[:, PART_OUTPUTS[part]] * inside.unsqueeze(1)).sum(-1).mean()  # over outputs and dates
+            measures.append((float(on), float((inside.sum(1, keepdim=True) / lengths).mean())))
+        (on, even), (near, even_near) = measures
+        found[part] = PartWeight(on, near, even, even_near)
+    return found
+
+
+def part_rows(by_format: dict[str, dict[str, PartWeight]]) -> dict[str, PartWeight]:
+    """The rows of :data:`PART_ROWS` from ``{format: weight_on_parts(model, format)}``: each row the
+    mean over the formats it averages over that write its part."""
+    rows = {}
+    for row, (part, formats) in PART_ROWS.items():
+        found = [by_format[fmt][part] for fmt in formats if part in by_format[fmt]]
+        rows[row] = PartWeight(*(sum(values) / len(found) for values in zip(*found)))
+    return rows
+
+
+def _part_measures(model: nn.Module) -> dict[str, float]:
+    """What the record keeps of :func:`weight_on_parts`, for every format of :data:`DATE_FORMATS`."""
+    by_format = {fmt: weight_on_parts(model, fmt) for fmt in DATE_FORMATS}
+    measures = {f"{row}_on": weight.on for row, weight in part_rows(by_format).items()}
+    measures.update({f"{row}_focus": weight.focus for row, weight in part_rows(by_format).items()})
+    measures["year_least_on"] = min(found["year"].on for found in by_format.values())
+    least = min(MONTH_IN_DIGITS, key=lambda fmt: by_format[fmt]["month"].focus)
+    measures["month_least_focus"] = by_format[least]["month"].focus
+    measures["dmy_month_on"] = by_format["d.m.yy"]["month"].on
+    measures["dmy_month_near"] = by_format["d.m.yy"]["month"].near
+    return measures
+
+
 def date_run(arm: str, seed: int, epochs: int = 4, lr: float = 5e-3, batch_size: int = 128) -> dict:
     """Train ``arm`` from ``seed`` (initial weights and batch order); measure after every epoch.
 
     Returns ``exact_match`` and ``valid_loss`` on the 1 000 validation dates, one value per
-    epoch; for the plain models also ``year_r2``/``format_accuracy`` after training and
+    epoch; for the attention model, where its weights fall on the parts of the 1 000 test dates
+    after every epoch (:func:`_part_measures`: ``year_on``, ``day_focus``, ...); for the plain models ``year_r2``/``format_accuracy`` after training and
     ``year_r2_untrained``/``format_accuracy_untrained`` before it, from the same weights.
     """
     data = date_data()
@@ -174,8 +266,15 @@ def date_run(arm: str, seed: int, epochs: int = 4, lr: float = 5e-3, batch_size:
         measures.update(year_r2_untrained=year_probe(model), format_accuracy_untrained=format_probe(model))
     train = Batches(data.splits.train, data.src_vocab, data.tgt_vocab, batch_size, shuffle=True, seed=seed)
     valid = Batches(data.splits.valid, data.src_vocab, data.tgt_vocab, batch_size=500)
-    history = fit(model, train, valid, epochs=epochs, lr=lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)  # what fit would make
+    history, parts = History(), []
+    for _ in range(epochs):  # the same training as fit(..., epochs=epochs), measured between epochs
+        history.records += fit(model, train, valid, epochs=1, optimizer=optimizer).records
+        if not probes:
+            parts.append(_part_measures(model))
     measures.update(exact_match=history["exact_match"], valid_loss=history["valid_loss"])
+    for name in parts[0] if parts else ():
+        measures[name] = [epoch[name] for epoch in parts]
     if probes:
         measures.update(year_r2=year_probe(model), format_accuracy=format_probe(model))
     return measures
@@ -192,7 +291,8 @@ register(
         chapter="chapters/01_seq2seq.ipynb",
         description="Date normalisation with one bidirectional GRU encoder and three decoders (c at every "
         "step, c only as the first state, Bahdanau attention): validation exact match and loss after every "
-        "epoch; for the plain models, linear probes of the year and the format in the context vector "
+        "epoch; for the attention model, the attention weight on each part of the test dates after every epoch; "
+        "for the plain models, linear probes of the year and the format in the context vector "
         "before and after training.",
     )
 )
