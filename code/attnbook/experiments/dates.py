@@ -254,7 +254,8 @@ def date_run(arm: str, seed: int, epochs: int = 4, lr: float = 5e-3, batch_size:
 
     Returns ``exact_match`` and ``valid_loss`` on the 1 000 validation dates, one value per
     epoch; for the attention model, where its weights fall on the parts of the 1 000 test dates
-    after every epoch (:func:`_part_measures`: ``year_on``, ``day_focus``, ...); for the plain models ``year_r2``/``format_accuracy`` after training and
+    after every epoch (:func:`_part_measures`: ``year_on``, ``day_focus``, ...); for the plain
+    models ``year_r2``/``format_accuracy`` after training and
     ``year_r2_untrained``/``format_accuracy_untrained`` before it, from the same weights.
     """
     data = date_data()
