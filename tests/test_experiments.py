@@ -205,3 +205,33 @@ def test_weight_on_parts_finds_all_the_weight_where_it_is_put():
     rows = part_rows(by_format)
     assert set(rows) == {"year", "month_digits", "month_letters", "day", "weekday"}
     assert isinstance(rows["year"], PartWeight) and 0 < rows["year"].on < 1  # first in some formats only
+
+
+def test_diagonal_weight_of_a_perfect_reverser_is_all_on_the_letter():
+    from attnbook.experiments.reversal import diagonal_weight
+
+    examples = tasks.reversal_task(30, seed=0, min_length=4, max_length=5)
+    vocabs = data.build_vocabs(examples)
+
+    def on_the_copied(src):  # output i (of n) puts all its weight on source n - 1 - i
+        n = src.size(1)
+        return torch.eye(n).flip(1).expand(src.size(0), n, n)
+
+    class Perfect(torch.nn.Module):
+        def forward(self, src, tgt_in):
+            from attnbook.protocol import Output
+
+            weights = torch.cat([on_the_copied(src), torch.zeros(src.size(0), 1, src.size(1))], 1)
+            return Output(torch.zeros(*tgt_in.shape, 3), weights)  # (B, n + 1, n)
+
+    found = diagonal_weight(Perfect(), examples, vocabs, n=5)
+    assert found.strings == sum(len(e.source) == 5 for e in examples) > 0
+    assert (found.on, found.previous, found.other, found.band) == (1.0, 0.0, 0.0, 1.0)
+    assert found.even == pytest.approx(13 / 25)
+    with pytest.raises(ValueError, match="no example has a source of n=9 letters"):
+        diagonal_weight(Perfect(), examples, vocabs, n=9)
+
+
+def test_on_epoch_needs_every_epoch():
+    with pytest.raises(ValueError, match="pass every_epoch=True"):
+        length_experiment(tiny_model, on_epoch=lambda model, test, vocabs: {})

@@ -97,6 +97,7 @@ def length_experiment(
     seed: int = 0,
     extra_train: int = 0,
     every_epoch: bool = False,
+    on_epoch: Callable[[nn.Module, list[Example], tuple[Vocab, Vocab]], dict] | None = None,
 ) -> LengthResult:
     """Train a model on a sequence task, then measure exact match for every source length.
 
@@ -120,10 +121,14 @@ def length_experiment(
             same test set and the same first ``n_train`` strings.
         every_epoch: measure the test split after every epoch (``curve``); the training is
             the same, so the last entry equals the final result.
+        on_epoch: with ``every_epoch``, ``on_epoch(model, test, (src_vocab, tgt_vocab))`` after
+            every epoch; its dict joins that epoch's entry of ``curve``.
 
     Shapes:
         the model maps src ``(B, S)`` and tgt_in ``(B, T)`` to logits ``(B, T, V)``.
     """
+    if on_epoch is not None and not every_epoch:
+        raise ValueError("on_epoch is called after every epoch; pass every_epoch=True with it")
     train, test = length_splits(task, min_length, max_length, n_train, n_test, alphabet, seed, extra_train)
     if reverse_source:
         train, test = reverse_sources(train), reverse_sources(test)
@@ -141,7 +146,10 @@ def length_experiment(
             history.append({**record, "epoch": len(history) + 1})
         history.step_losses += part.step_losses
         if every_epoch:
-            curve.append(_measure(model, test, src_vocab, tgt_vocab))
+            point = _measure(model, test, src_vocab, tgt_vocab)
+            if on_epoch is not None:
+                point.update(on_epoch(model, test, (src_vocab, tgt_vocab)))
+            curve.append(point)
     found = curve[-1] if every_epoch else _measure(model, test, src_vocab, tgt_vocab)
     return LengthResult(
         found["by_length"],

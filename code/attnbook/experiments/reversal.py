@@ -11,14 +11,28 @@ every source length.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
 from attnbook.bahdanau import BahdanauSeq2Seq
-from attnbook.data import Example
+from attnbook.data import Example, Vocab, make_batch
 from attnbook.experiments.bottleneck import plain_model
 from attnbook.experiments.lengths import REVERSAL_BENCHMARK, length_experiment, length_splits
+from attnbook.protocol import evaluating
 from attnbook.records import Experiment, register
 from attnbook.rnn import Seq2Seq
 
-__all__ = ["REVERSAL_ARMS", "bidirectional_plain_model", "attention_model", "reversal_run", "test_examples"]
+__all__ = [
+    "REVERSAL_ARMS",
+    "bidirectional_plain_model",
+    "attention_model",
+    "Diagonal",
+    "diagonal_weight",
+    "reversal_run",
+    "test_examples",
+]
 
 #: The arms: a short name and what it is (embeddings of 32 in all).
 REVERSAL_ARMS = {
@@ -44,18 +58,70 @@ def test_examples(seed: int) -> list[Example]:
     return length_splits(**{**settings, "seed": seed})[1]
 
 
+class Diagonal(NamedTuple):
+    """Where the output letters of the test strings of one length put their weight (means)."""
+
+    on: float  # on the source letter that the output letter copies, at j
+    previous: float  # on j + 1, the letter copied at the previous output step
+    other: float  # on j - 1, the other neighbour
+    band: float  # on j - 1, j and j + 1 together
+    even: float  # what an even spread would put on the three
+    strings: int  # how many test strings
+
+
+def diagonal_weight(model: nn.Module, examples: list[Example], vocabs: tuple[Vocab, Vocab], n: int = 20) -> Diagonal:
+    """Over the strings of ``n`` letters in ``examples``, teacher-forced (the model is fed the
+    correct previous letters): the mean weight each output letter puts on the source letter it
+    copies and on each of its neighbours. A neighbour's mean is over the output letters that have
+    it: the first output letter copies the last source letter, which has no ``j + 1``.
+
+    Shapes: the weights ``(B, n + 1, n)``; the ``n`` letters' rows are used, not ``<eos>``'s.
+    """
+    examples = [example for example in examples if len(example.source) == n]
+    if not examples:
+        raise ValueError(f"diagonal_weight: no example has a source of n={n} letters")
+    batch = make_batch(examples, *vocabs)
+    with evaluating(model), torch.no_grad():
+        weights = model(batch.src, batch.tgt_in).weights[:, :n]  # (B, n, n)
+    out, src = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+    # (n, n): 0 where output i copies source j = n - 1 - i; +1 on j + 1, which output i - 1
+    # copied; -1 on j - 1
+    offset = out + src - (n - 1)
+
+    def mean_on(cells: torch.Tensor) -> float:
+        rows = cells.any(dim=-1)  # (n,): the output letters that have such a cell
+        return float((weights * cells).sum(dim=-1)[:, rows].mean())
+
+    band = offset.abs() <= 1
+    on = [mean_on(offset == k) for k in (0, 1, -1)]
+    return Diagonal(*on, mean_on(band), float(band.float().mean()), len(examples))
+
+
+def _diagonal_measures(model: nn.Module, test: list[Example], vocabs: tuple[Vocab, Vocab]) -> dict:
+    found = diagonal_weight(model, test, vocabs)
+    return {f"diagonal_{name}": getattr(found, name) for name in ("on", "previous", "other", "band")}
+
+
 FACTORIES = {"one_way": plain_model, "plain": bidirectional_plain_model, "attention": attention_model}
+
+
+_DIAGONAL = ("diagonal_on", "diagonal_previous", "diagonal_other", "diagonal_band")
 
 
 def reversal_run(arm: str, seed: int, epochs: int = 8) -> dict:
     """Train ``arm`` on the benchmark's strings for ``seed``; curves with one value per epoch:
-    ``exact_match``, ``length_<n>`` (exact match) and ``symbols_<n>`` (per-symbol accuracy)."""
+    ``exact_match``, ``length_<n>`` (exact match) and ``symbols_<n>`` (per-symbol accuracy); for
+    the attention model also ``diagonal_on``, ``diagonal_previous``, ``diagonal_other`` and
+    ``diagonal_band`` (:func:`diagonal_weight` on the test strings of 20 letters)."""
     if arm not in FACTORIES:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(REVERSAL_ARMS)}")
     factory = FACTORIES[arm]
     settings = {**REVERSAL_BENCHMARK, "seed": seed, "epochs": epochs}
-    result = length_experiment(factory, every_epoch=True, **settings)
+    on_epoch = _diagonal_measures if arm == "attention" else None
+    result = length_experiment(factory, every_epoch=True, on_epoch=on_epoch, **settings)
     measures = dict(exact_match=[point["exact_match"] for point in result.curve])
+    for name in _DIAGONAL if on_epoch else ():
+        measures[name] = [point[name] for point in result.curve]
     for n in result.by_length:
         measures[f"length_{n}"] = [point["by_length"][n] for point in result.curve]
         measures[f"symbols_{n}"] = [point["symbols_by_length"][n] for point in result.curve]
@@ -73,6 +139,7 @@ register(
         chapter="chapters/02_bahdanau.ipynb",
         description="Reversing 3 to 30 letters (REVERSAL_BENCHMARK's strings, one draw per seed): Chapter 1's "
         "one-directional plain model, Chapter 2's plain and attention models with one bidirectional encoder; "
-        "exact match overall and by length, per-symbol accuracy by length, after every one of eight epochs.",
+        "exact match overall and by length, per-symbol accuracy by length, after every one of eight epochs; for "
+        "the attention model, its weight on and beside the letter each output letter copies (20-letter strings).",
     )
 )
