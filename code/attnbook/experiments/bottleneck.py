@@ -50,7 +50,8 @@ def plain_model(src_vocab_size: int, tgt_vocab_size: int, hidden_size: int = 128
     return Seq2Seq.build(src_vocab_size, tgt_vocab_size, embed_dim=32, hidden_size=hidden_size, bidirectional=False)
 
 
-def _room_model(src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+def room_model(src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+    """Twice the room: :func:`plain_model` with a state of 256."""
     return plain_model(src_vocab_size, tgt_vocab_size, hidden_size=256)
 
 
@@ -65,7 +66,7 @@ def bottleneck_run(arm: str, seed: int, **settings) -> LengthResult:
     if arm == "reversed":
         return length_experiment(plain_model, **settings, reverse_source=True, seed=seed)
     if arm == "room":
-        return length_experiment(_room_model, **settings, seed=seed)
+        return length_experiment(room_model, **settings, seed=seed)
     if arm == "training":
         return length_experiment(plain_model, **settings, extra_train=3 * settings["n_train"], seed=seed)
     if arm == "passes":

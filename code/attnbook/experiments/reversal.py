@@ -2,11 +2,11 @@
 
 The setting is :data:`~attnbook.experiments.REVERSAL_BENCHMARK` (5 000 strings of 3 to 30
 letters, 1 400 test strings, learning rate 7e-3) with a seed for the strings, the initial
-weights and the batch order. Three models, each trained eight epochs and measured after every
+weights and the batch order. Four models, each trained eight epochs and measured after every
 one (the value after epoch 4 is the benchmark's four-epoch run): Chapter 1's one-directional
-plain model, and Chapter 2's plain model and attention model, which share one bidirectional
-encoder. Measures per epoch: exact match overall, and exact match and per-symbol accuracy at
-every source length.
+plain model, the same with twice the state, and Chapter 2's plain model and attention model,
+which share one bidirectional encoder. Measures per epoch: exact match overall, and exact
+match and per-symbol accuracy at every source length.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from torch import nn
 
 from attnbook.bahdanau import BahdanauSeq2Seq
 from attnbook.data import Example, Vocab, make_batch
-from attnbook.experiments.bottleneck import plain_model
+from attnbook.experiments.bottleneck import plain_model, room_model
 from attnbook.experiments.lengths import REVERSAL_BENCHMARK, length_experiment, length_splits
 from attnbook.protocol import evaluating
 from attnbook.records import Experiment, register
@@ -37,6 +37,7 @@ __all__ = [
 #: The arms: a short name and what it is (embeddings of 32 in all).
 REVERSAL_ARMS = {
     "one_way": "plain, one direction of 128 (Chapter 1)",
+    "one_way_room": "plain, one direction of 256 (twice Chapter 1's state)",
     "plain": "plain, bidirectional 2 x 64 (Chapter 2)",
     "attention": "Bahdanau attention, the same encoder",
 }
@@ -102,7 +103,12 @@ def _diagonal_measures(model: nn.Module, test: list[Example], vocabs: tuple[Voca
     return {f"diagonal_{name}": getattr(found, name) for name in ("on", "previous", "other", "band")}
 
 
-FACTORIES = {"one_way": plain_model, "plain": bidirectional_plain_model, "attention": attention_model}
+FACTORIES = {
+    "one_way": plain_model,
+    "one_way_room": room_model,
+    "plain": bidirectional_plain_model,
+    "attention": attention_model,
+}
 
 
 _DIAGONAL = ("diagonal_on", "diagonal_previous", "diagonal_other", "diagonal_band")
@@ -138,7 +144,8 @@ register(
         replay=dict(arm="plain", seed=0, epochs=1),
         chapter="chapters/02_bahdanau.ipynb",
         description="Reversing 3 to 30 letters (REVERSAL_BENCHMARK's strings, one draw per seed): Chapter 1's "
-        "one-directional plain model, Chapter 2's plain and attention models with one bidirectional encoder; "
+        "one-directional plain model and the same with twice the state, Chapter 2's plain and attention models "
+        "with one bidirectional encoder; "
         "exact match overall and by length, per-symbol accuracy by length, after every one of eight epochs; for "
         "the attention model, its weight on and beside the letter each output letter copies (20-letter strings).",
     )
