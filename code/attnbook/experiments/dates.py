@@ -1,10 +1,11 @@
 """Chapters 1 and 2's recorded experiment on date normalisation, recorded as ``dates``.
 
-Three decoders, one encoder (a bidirectional GRU of 64 units per direction), the same 10 000
+Four decoders, one encoder (a bidirectional GRU of 64 units per direction), the same 10 000
 training dates: Cho et al.'s decoder, which reads the context vector ``c`` at every step
 (Chapter 1's :class:`~attnbook.rnn.Seq2Seq`); a decoder that sees ``c`` only as its first
-state, as in Sutskever et al. (:class:`StartOnlyDecoder`); and Bahdanau attention (Chapter 2).
-Each is trained four epochs and measured after every one. For the two plain models the run also
+state, as in Sutskever et al. (:class:`StartOnlyDecoder`), with a state of 64 and with one as
+large as ``c`` (128); and Bahdanau attention (Chapter 2).
+Each is trained four epochs and measured after every one. For the plain models the run also
 probes the context vector before and after training (:func:`year_probe`, :func:`format_probe`):
 what a linear read-out finds in an untrained encoder is the baseline for what training put there.
 """
@@ -45,11 +46,12 @@ __all__ = [
     "date_run",
 ]
 
-#: The arms: a short name and what it is. All have the same encoder, embeddings of 32 and a
-#: decoder state of 64.
+#: The arms: a short name and what it is. All have the same encoder (2 x 64) and embeddings of 32;
+#: the decoder state is 64, except in ``start_only_wide``, where it is as large as ``c``.
 DATE_ARMS = {
     "cho": "c at every step (Cho et al.)",
     "start_only": "c only as the first state",
+    "start_only_wide": "c only as the first state, a state as large as c (128)",
     "attention": "Bahdanau attention",
 }
 
@@ -106,9 +108,10 @@ def date_model(arm: str) -> nn.Module:
     src, tgt = len(data.src_vocab), len(data.tgt_vocab)
     if arm == "cho":
         return Seq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, bidirectional=True)
-    if arm == "start_only":
+    if arm in ("start_only", "start_only_wide"):
         encoder = Encoder(src, 32, 64, bidirectional=True)
-        return EncoderDecoder(encoder, StartOnlyDecoder(tgt, 32, 64, encoder.output_size))
+        hidden_size = encoder.output_size if arm == "start_only_wide" else 64
+        return EncoderDecoder(encoder, StartOnlyDecoder(tgt, 32, hidden_size, encoder.output_size))
     if arm == "attention":
         return BahdanauSeq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, attention_dim=64)
     raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(DATE_ARMS)}")
@@ -290,8 +293,8 @@ register(
         settings=dict(epochs=4, lr=5e-3, batch_size=128),
         replay=dict(arm="attention", seed=0, epochs=1),
         chapter="chapters/01_seq2seq.ipynb",
-        description="Date normalisation with one bidirectional GRU encoder and three decoders (c at every "
-        "step, c only as the first state, Bahdanau attention): validation exact match and loss after every "
+        description="Date normalisation with one bidirectional GRU encoder and four decoders (c at every "
+        "step, c only as the first state with a state of 64 or of 128, Bahdanau attention): validation exact match and loss after every "
         "epoch; for the attention model, the attention weight on each part of the test dates after every epoch; "
         "for the plain models, linear probes of the year and the format in the context vector "
         "before and after training.",
