@@ -293,10 +293,12 @@ register(
         settings=dict(epochs=4, lr=5e-3, batch_size=128),
         replay=dict(arm="attention", seed=0, epochs=1),
         chapter="chapters/01_seq2seq.ipynb",
-        description="Date normalisation with one bidirectional GRU encoder and four decoders (c at every "
-        "step, c only as the first state with a state of 64 or of 128, Bahdanau attention): validation exact match and loss after every "
-        "epoch; for the attention model, the attention weight on each part of the test dates after every epoch; "
-        "for the plain models, linear probes of the year and the format in the context vector "
-        "before and after training.",
+        description=(
+            "Date normalisation with one bidirectional GRU encoder and four decoders (c at every step, c only "
+            "as the first state with a state of 64 or of 128, Bahdanau attention): validation exact match and "
+            "loss after every epoch; for the attention model, the attention weight on each part of the test "
+            "dates after every epoch; for the plain models, linear probes of the year and the format in the "
+            "context vector before and after training."
+        ),
     )
 )
