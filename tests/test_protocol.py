@@ -149,3 +149,27 @@ def test_reorder_state_uses_the_models_own_method_when_it_has_one():
 
     assert reorder_state(Model(), torch.zeros(3), torch.tensor([1])) == ("mine", [1])
     assert torch.equal(reorder_state(object(), torch.arange(3), torch.tensor([2, 0])), torch.tensor([2, 0]))
+
+
+def test_teacher_forced_weights_are_the_models_weights_in_eval_mode():
+    from attnbook.bahdanau import BahdanauSeq2Seq
+    from attnbook.data import build_vocabs, make_batch
+    from attnbook.protocol import teacher_forced_weights
+    from attnbook.rnn import Seq2Seq
+    from attnbook.tasks import reversal_task
+
+    examples = reversal_task(6, 3, 7, seed=0)
+    vocabs = build_vocabs(examples)
+    torch.manual_seed(0)
+    model = BahdanauSeq2Seq.build(len(vocabs[0]), len(vocabs[1]), embed_dim=8, hidden_size=8, attention_dim=8)
+    model.train()
+    weights = teacher_forced_weights(model, examples, *vocabs)
+    batch = make_batch(examples, *vocabs)
+    assert model.training  # the mode is restored
+    model.eval()
+    with torch.no_grad():
+        assert torch.equal(weights, model(batch.src, batch.tgt_in).weights)
+    assert weights.shape == (6, batch.tgt_in.size(1), batch.src.size(1))
+    plain = Seq2Seq.build(len(vocabs[0]), len(vocabs[1]), embed_dim=8, hidden_size=8)
+    with pytest.raises(ValueError, match="Seq2Seq returns no attention weights"):
+        teacher_forced_weights(plain, examples, *vocabs)

@@ -13,7 +13,9 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-__all__ = ["Seq2SeqModel", "Step", "Output", "select_rows", "reorder_state", "evaluating"]
+from attnbook.data import Example, Vocab, make_batch
+
+__all__ = ["Seq2SeqModel", "Step", "Output", "select_rows", "reorder_state", "evaluating", "teacher_forced_weights"]
 
 
 class Step(NamedTuple):
@@ -114,6 +116,23 @@ def evaluating(model):
     finally:
         if hasattr(model, "train"):
             model.train(was_training)
+
+
+def teacher_forced_weights(model, examples: list[Example], src_vocab: Vocab, tgt_vocab: Vocab) -> Tensor:
+    """The attention weights of ``model`` on ``examples`` when it is fed the correct previous target
+    symbols (teacher forcing), in eval mode: one row per target symbol, ``<eos>`` included.
+
+    Shapes: ``(B, T, S)`` for ``B`` examples, padded to the longest target ``T`` and source ``S``.
+
+    Raises:
+        ValueError: if the model returns no attention weights (a plain encoder-decoder).
+    """
+    batch = make_batch(examples, src_vocab, tgt_vocab)
+    with evaluating(model):
+        weights = model(batch.src, batch.tgt_in).weights  # (B, T, S)
+    if weights is None:
+        raise ValueError(f"{type(model).__name__} returns no attention weights (its Output.weights is None)")
+    return weights
 
 
 def device_of(model) -> torch.device:

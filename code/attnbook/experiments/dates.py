@@ -21,9 +21,9 @@ from torch import Tensor, nn
 
 from attnbook import _checks as checks
 from attnbook.bahdanau import BahdanauSeq2Seq
-from attnbook.data import Batches, Example, Splits, Vocab, build_vocabs, make_batch
+from attnbook.data import Batches, Example, Splits, Vocab, build_vocabs
 from attnbook.experiments.lengths import context_vectors
-from attnbook.protocol import Output, Step, evaluating
+from attnbook.protocol import Output, Step, teacher_forced_weights
 from attnbook.records import Experiment, register
 from attnbook.rnn import DecoderState, Encoder, EncoderDecoder, RNNDecoder, Seq2Seq
 from attnbook.tasks import DATE_FORMATS, DATE_PARTS, date_part_spans, date_splits, format_date
@@ -207,10 +207,8 @@ def weight_on_parts(model: nn.Module, fmt: str, dates: list[datetime.date] | Non
     dates = _dates(data.splits.test) if dates is None else dates
     sources = [format_date(date, fmt) for date in dates]
     examples = [Example(source, date.isoformat()) for source, date in zip(sources, dates)]
-    batch = make_batch(examples, data.src_vocab, data.tgt_vocab)
-    with evaluating(model), torch.no_grad():
-        weights = model(batch.src, batch.tgt_in).weights  # (B, T, S)
-    positions = torch.arange(batch.src.size(1))  # (S,)
+    weights = teacher_forced_weights(model, examples, data.src_vocab, data.tgt_vocab)  # (B, T, S)
+    positions = torch.arange(weights.size(-1))  # (S,)
     lengths = torch.tensor([len(source) for source in sources]).unsqueeze(1)  # (B, 1)
     in_source = positions < lengths  # (B, S)
     spans = [date_part_spans(date, fmt) for date in dates]
@@ -240,13 +238,10 @@ def part_rows(by_format: dict[str, dict[str, PartWeight]]) -> dict[str, PartWeig
 
 
 def _part_measures(model: nn.Module) -> dict[str, float]:
-    """What the record keeps of :func:`weight_on_parts`, for every format of :data:`DATE_FORMATS`."""
+    """What the record keeps of :func:`weight_on_parts`, over every format of :data:`DATE_FORMATS`:
+    each row's ``on`` (``year_on``, ``month_digits_on``, ...) and the month's in ``d.m.yy``."""
     by_format = {fmt: weight_on_parts(model, fmt) for fmt in DATE_FORMATS}
     measures = {f"{row}_on": weight.on for row, weight in part_rows(by_format).items()}
-    measures.update({f"{row}_focus": weight.focus for row, weight in part_rows(by_format).items()})
-    measures["year_least_on"] = min(found["year"].on for found in by_format.values())
-    least = min(MONTH_IN_DIGITS, key=lambda fmt: by_format[fmt]["month"].focus)
-    measures["month_least_focus"] = by_format[least]["month"].focus
     measures["dmy_month_on"] = by_format["d.m.yy"]["month"].on
     measures["dmy_month_near"] = by_format["d.m.yy"]["month"].near
     return measures
@@ -257,7 +252,7 @@ def date_run(arm: str, seed: int, epochs: int = 4, lr: float = 5e-3, batch_size:
 
     Returns ``exact_match`` and ``valid_loss`` on the 1 000 validation dates, one value per
     epoch; for the attention model, where its weights fall on the parts of the 1 000 test dates
-    after every epoch (:func:`_part_measures`: ``year_on``, ``day_focus``, ...); for the plain
+    after every epoch (:func:`_part_measures`: ``year_on``, ``dmy_month_on``, ...); for the plain
     models ``year_r2``/``format_accuracy`` after training and
     ``year_r2_untrained``/``format_accuracy_untrained`` before it, from the same weights.
     """

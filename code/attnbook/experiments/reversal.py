@@ -17,10 +17,10 @@ import torch
 from torch import nn
 
 from attnbook.bahdanau import BahdanauSeq2Seq
-from attnbook.data import Example, Vocab, make_batch
+from attnbook.data import Example, Vocab
 from attnbook.experiments.bottleneck import plain_model, room_model
 from attnbook.experiments.lengths import REVERSAL_BENCHMARK, length_experiment, length_splits
-from attnbook.protocol import evaluating
+from attnbook.protocol import teacher_forced_weights
 from attnbook.records import Experiment, register
 from attnbook.rnn import Seq2Seq
 
@@ -81,9 +81,7 @@ def diagonal_weight(model: nn.Module, examples: list[Example], vocabs: tuple[Voc
     examples = [example for example in examples if len(example.source) == n]
     if not examples:
         raise ValueError(f"diagonal_weight: no example has a source of n={n} letters")
-    batch = make_batch(examples, *vocabs)
-    with evaluating(model), torch.no_grad():
-        weights = model(batch.src, batch.tgt_in).weights[:, :n]  # (B, n, n)
+    weights = teacher_forced_weights(model, examples, *vocabs)[:, :n]  # (B, n, n): not <eos>'s row
     out, src = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
     # (n, n): 0 where output i copies source j = n - 1 - i; +1 on j + 1, which output i - 1
     # copied; -1 on j - 1
