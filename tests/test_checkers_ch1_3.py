@@ -49,7 +49,8 @@ PASS_LINES = {
         "✓ Bahdanau decoder step: all 3 cases passed (padding and no padding; B, E, H, A, S, V, h all different).\n"
     ),
     check_luong_general_score: (
-        "✓ Luong general score: all 5 cases passed (B, L, d all different; a non-symmetric W_a; a batch of one).\n"
+        "✓ Luong general score: all 5 cases passed (B, L, d_t, d_s all different in four cases; "
+        "a square, non-symmetric W_a in one; a batch of one).\n"
     ),
     check_luong_step: (
         "✓ Luong decoder step: all 3 cases passed (padding and no padding; B, E, H, S, "
@@ -926,7 +927,7 @@ LG_WRONG = [
         ["a tanh was applied", "*concat* score"],
     ),
     (lambda h, s, W: ((h @ W).unsqueeze(1) * s).sum(1), ["the sum ran over the L=5 positions"]),
-    (lambda h, s, W: (h @ W).unsqueeze(1) * s, ["a sum over the d features"]),
+    (lambda h, s, W: (h @ W).unsqueeze(1) * s, ["a sum over the d_s features"]),
     (
         lambda h, s, W: (s @ (h @ W).unsqueeze(-1)).squeeze(),  # defect: a vaguer hint
         ["shape (6,) but expected (1, 6)", ".squeeze() without a dimension", "case 4 of 5"],

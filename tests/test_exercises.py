@@ -842,7 +842,10 @@ def lg_right_with_module(h_t, h_s, W_a):
 )
 def test_luong_general_score_passes_right_solutions(solution, capsys):
     out = _passes(check_luong_general_score, solution, capsys)
-    assert "Luong general score: all 5 cases passed (B, L, d all different; a non-symmetric W_a; a batch of one)" in out
+    assert (
+        "Luong general score: all 5 cases passed (B, L, d_t, d_s all different in four cases; "
+        "a square, non-symmetric W_a in one; a batch of one)"
+    ) in out
 
 
 @pytest.mark.parametrize(
@@ -864,7 +867,7 @@ def test_luong_general_score_passes_right_solutions(solution, capsys):
         ),
         (
             lambda h, s, W: (h @ W).unsqueeze(1) * s,
-            ["shape (3, 5, 4) but expected (3, 5)", "a sum over the d features"],
+            ["shape (3, 5, 4) but expected (3, 5)", "a sum over the d_s features"],
         ),
         (lambda h, s, W: lg_right(h, s, W).unsqueeze(-1), ["shape (3, 5, 1)", ".squeeze(-1)"]),
         (lambda h, s, W: lg_right(h, s, W).unsqueeze(1), ["shape (3, 1, 5)", ".squeeze(1)"]),
@@ -1006,3 +1009,23 @@ def test_local_p_window_explains_typical_mistakes(wrong, message, capsys):
     out = capsys.readouterr().out
     assert "✗ local-p window" in out
     assert message in out
+
+
+def test_luong_general_score_is_checked_with_rectangular_W_a(capsys):
+    """A solution right only for a square W_a (it uses W_a transposed otherwise) fails on
+    case 2, with the shapes named: d_t ≠ d_s there."""
+
+    def square_only(h_t, h_s, W_a):
+        if W_a.shape[0] == W_a.shape[1]:
+            return lg_right(h_t, h_s, W_a)
+        return (h_s @ W_a @ h_t.unsqueeze(-1)).squeeze(-1)
+
+    _fails(
+        check_luong_general_score,
+        square_only,
+        capsys,
+        "case 2 of 5",
+        "d_t=6, d_s=4",
+        "check the shapes",
+        "W_a (d_t, d_s) = (6, 4)",
+    )

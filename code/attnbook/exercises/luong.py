@@ -40,25 +40,27 @@ __all__ = ["check_luong_general_score", "check_luong_step", "check_local_p_windo
 
 def _general_cases() -> list[Case]:
     generator = torch.Generator().manual_seed(31)
-    specs = [(3, 5, 4), (2, 7, 6), (4, 3, 5), (1, 6, 3), (5, 2, 7)]  # (B, L, d), all different in each case
+    # (B, L, d_t, d_s): the first case square, the others rectangular (d_t ≠ d_s), as when a
+    # bidirectional encoder's annotations are larger than the decoder's state
+    specs = [(3, 5, 4, 4), (2, 7, 6, 4), (4, 3, 5, 8), (1, 6, 3, 5), (5, 2, 7, 3)]
     return [_general_case(*spec, generator) for spec in specs]
 
 
-def _general_case(batch: int, length: int, d: int, generator) -> Case:
+def _general_case(batch: int, length: int, d_t: int, d_s: int, generator) -> Case:
     def randn(*shape):
         return torch.randn(*shape, generator=generator)
 
-    h_t, h_s = randn(batch, d), randn(batch, length, d)
-    W_a = randn(d, d) / d**0.5
-    while (W_a - W_a.T).abs().max() < 0.3:  # make sure W_a and W_a.T give clearly different scores
-        W_a = randn(d, d) / d**0.5
+    h_t, h_s = randn(batch, d_t), randn(batch, length, d_s)
+    W_a = randn(d_t, d_s) / d_s**0.5
+    while d_t == d_s and (W_a - W_a.T).abs().max() < 0.3:  # W_a and W_a.T clearly differ
+        W_a = randn(d_t, d_s) / d_s**0.5
     return Case(
         description=f"h_t {tuple(h_t.shape)}, h_s {tuple(h_s.shape)}, W_a {tuple(W_a.shape)} (B={batch}, "
-        f"L={length}, d={d})",
+        f"L={length}, d_t={d_t}, d_s={d_s})",
         args=(h_t, h_s, W_a),
         arg_names=("h_t", "h_s", "W_a"),
         expected=_general_reference(h_t, h_s, W_a),
-        info={"B": batch, "L": length, "d": d},
+        info={"B": batch, "L": length, "d_t": d_t, "d_s": d_s},
     )
 
 
@@ -109,13 +111,16 @@ def _compare_general(got, case: Case) -> str | None:
 def _general_mistake(got, h_t, h_s, W_a, batch: int) -> str:
     """Plain words for a typical mistake that gives these values ("" if none matches)."""
     right = _general_reference(h_t, h_s, W_a).double()
-    transposed = _general_reference(h_t, h_s, W_a.T).double()
+    if h_t.shape[-1] != h_s.shape[-1]:  # W_a is rectangular: only the square case has a W_a.T to mix up
+        transposed = torch.full_like(right, float("nan"))
+    else:
+        transposed = _general_reference(h_t, h_s, W_a.T).double()
     if close(got, transposed):
         return (
             "W_a is used transposed: you computed h_tᵀ W_aᵀ h̄_j (e.g. h_s @ W_a @ h_t, or W_a @ h_t). "
             "The score is h_tᵀ W_a h̄_j = (h_t @ W_a) · h̄_j, or h_t · (W_a @ h̄_j)"
         )
-    if close(got, torch.einsum("bd,bld->bl", h_t.double(), h_s.double())):
+    if h_t.shape[-1] == h_s.shape[-1] and close(got, torch.einsum("bd,bld->bl", h_t.double(), h_s.double())):
         return "W_a is missing: h_tᵀ h̄_j is the *dot* score; the *general* score puts W_a between them, h_tᵀ W_a h̄_j"
     if any(close(got, torch.softmax(scores, dim=dim)) for scores in (right, transposed) for dim in (-1, 0)):
         return (
@@ -127,7 +132,7 @@ def _general_mistake(got, h_t, h_s, W_a, batch: int) -> str:
     if close(got, torch.tanh(right)):
         return "a tanh was applied: the general score is h_tᵀ W_a h̄_j itself (the tanh belongs to the *concat* score)"
     d = h_t.shape[-1]
-    if close(got, right / math.sqrt(d)) or close(got, transposed / math.sqrt(d)):
+    if h_s.shape[-1] == d and (close(got, right / math.sqrt(d)) or close(got, transposed / math.sqrt(d))):
         return (
             f"the scores were divided by √d = √{d}; Luong's general score has no scaling (the "
             "scaled dot product comes with the Transformer, chapter 4)"
@@ -163,20 +168,20 @@ def _mixed_rows_hint(got, cross, batch: int) -> str:
 
 
 def _general_shape_hint(shape: tuple, info: dict) -> str:
-    batch, length, d = info["B"], info["L"], info["d"]
+    batch, length, d_t, d_s = info["B"], info["L"], info["d_t"], info["d_s"]
     if shape == (batch, length, 1):
         return "drop the last dimension (.squeeze(-1)): one score per position"
     if shape == (batch, 1, length):
         return "drop the middle dimension (.squeeze(1)): one score per position"
-    if shape == (batch, d):
+    if shape in ((batch, d_s), (batch, d_t)):
         return (
-            f"this has d={d} numbers per row: the sum ran over the L={length} positions; sum over the d "
-            "features instead, so that each position gets one score"
+            f"this has {shape[1]} numbers per row: the sum ran over the L={length} positions; sum over "
+            "the features instead, so that each position gets one score"
         )
-    if shape == (batch, length, d):
+    if shape == (batch, length, d_s):
         return (
-            "one score per position means a sum over the d features (the last dimension) of the "
-            "product of W_a h̄_j with h_t"
+            "one score per position means a sum over the d_s features (the last dimension) of the "
+            "product of h_tᵀ W_a with h̄_j"
         )
     if shape == (batch, batch, length):
         return (
@@ -201,10 +206,10 @@ def _general_shape_hint(shape: tuple, info: dict) -> str:
     "Luong general score",
     _general_cases,
     _compare_general,
-    shape_hint="h_t (B, d) = ({B}, {d}), h_s (B, L, d) = ({B}, {L}, {d}), W_a (d, d). For all rows at once, "
-    "h_t @ W_a is (B, d); make it (B, 1, d) with .unsqueeze(1) and multiply by h_s.transpose(1, 2) "
-    "(B, d, L) to get (B, 1, L), then .squeeze(1)",
-    summary="B, L, d all different; a non-symmetric W_a; a batch of one",
+    shape_hint="h_t (B, d_t) = ({B}, {d_t}), h_s (B, L, d_s) = ({B}, {L}, {d_s}), W_a (d_t, d_s) = "
+    "({d_t}, {d_s}). For all rows at once, h_t @ W_a is (B, d_s); make it (B, 1, d_s) with .unsqueeze(1) "
+    "and multiply by h_s.transpose(1, 2) (B, d_s, L) to get (B, 1, L), then .squeeze(1)",
+    summary="B, L, d_t, d_s all different in four cases; a square, non-symmetric W_a in one; a batch of one",
 )
 def check_luong_general_score(fn) -> bool:
     """Check ``fn(h_t, h_s, W_a) -> scores``, Luong et al.'s *general* score for every position.
@@ -226,12 +231,13 @@ def check_luong_general_score(fn) -> bool:
     own keys. Don't change the inputs in place.
 
     Shapes:
-        h_t: ``(B, d)``, the decoder state of each row; h_s: ``(B, L, d)``, the annotations;
-        W_a: ``(d, d)``.
+        h_t: ``(B, d_t)``, the decoder state of each row; h_s: ``(B, L, d_s)``, the annotations;
+        W_a: ``(d_t, d_s)``. The sizes need not be equal: unlike the dot score, the general
+        score can meet annotations larger than the state (a bidirectional encoder's).
         returns: scores ``(B, L)``.
 
-    The cases have ``B``, ``L`` and ``d`` all different from one another, a non-symmetric
-    ``W_a``, and a batch of one.
+    ``B``, ``L``, ``d_t`` and ``d_s`` are all different in four of the five cases; the first has
+    a square, non-symmetric ``W_a``; one case is a batch of one.
 
     Returns True if every case passed.
     """
