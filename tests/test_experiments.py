@@ -235,3 +235,27 @@ def test_diagonal_weight_of_a_perfect_reverser_is_all_on_the_letter():
 def test_on_epoch_needs_every_epoch():
     with pytest.raises(ValueError, match="pass every_epoch=True"):
         length_experiment(tiny_model, on_epoch=lambda model, test, vocabs: {})
+
+
+def test_symbol_accuracy_by_position_counts_each_output_position_over_the_long_examples():
+    examples = tasks.reversal_task(60, min_length=3, max_length=8, seed=4, alphabet="abc")
+    src_vocab, tgt_vocab = data.build_vocabs(examples)
+
+    class RightForThree(torch.nn.Module):
+        """Right on the first three target symbols, wrong (it says <pad>) on every later one."""
+
+        pad_id = 0
+
+        def forward(self, src, tgt_in):
+            guess = torch.cat([tgt_in[:, 1:], torch.zeros_like(tgt_in[:, :1])], dim=1)  # (B, T)
+            guess[:, 3:] = tgt_vocab.pad_id
+            return type("Out", (), {"logits": torch.nn.functional.one_hot(guess, len(tgt_vocab)).float()})
+
+    found = experiments.symbol_accuracy_by_position(
+        RightForThree(), examples, src_vocab, tgt_vocab, positions=5, min_length=5
+    )
+    assert found == [1.0, 1.0, 1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="positions=6 must be at most min_length=5"):
+        experiments.symbol_accuracy_by_position(RightForThree(), examples, src_vocab, tgt_vocab, 6, 5)
+    with pytest.raises(ValueError, match="no example has a source of at least 9 symbols"):
+        experiments.symbol_accuracy_by_position(RightForThree(), examples, src_vocab, tgt_vocab, 5, 9)

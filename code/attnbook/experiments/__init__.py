@@ -21,6 +21,7 @@ from attnbook.experiments.lengths import (
     evaluate_by_length,
     length_experiment,
     symbol_accuracy_by_length,
+    symbol_accuracy_by_position,
 )
 from attnbook.experiments.translation import (
     CONTROL_ARMS,
@@ -42,6 +43,7 @@ __all__ = [
     "length_experiment",
     "evaluate_by_length",
     "symbol_accuracy_by_length",
+    "symbol_accuracy_by_position",
     "context_vectors",
     "TRANSLATION_ARMS",
     "CONTROL_ARMS",

@@ -33,6 +33,7 @@ __all__ = [
     "length_splits",
     "evaluate_by_length",
     "symbol_accuracy_by_length",
+    "symbol_accuracy_by_position",
     "context_vectors",
 ]
 
@@ -240,6 +241,46 @@ def symbol_accuracy_by_length(
                 right[length] = right.get(length, 0) + hit
                 total[length] = total.get(length, 0) + count
     return {length: right[length] / total[length] for length in sorted(total)}
+
+
+def symbol_accuracy_by_position(
+    model: nn.Module,
+    examples,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    positions: int = 20,
+    min_length: int = 20,
+    max_length: int | None = None,
+    batch_size: int = 256,
+) -> list[float]:
+    """Per-symbol accuracy by output position, teacher-forced, over the examples whose source
+    has ``min_length`` to ``max_length`` symbols (no upper limit if ``None``): entry ``i`` is the
+    share of those examples whose ``i + 1``-th target symbol the model's most likely symbol gets
+    right, for the first ``positions`` target symbols.
+
+    On reversal the ``i``-th output copies the ``i``-th source symbol from the end, so the
+    position says how long a symbol had to last: read ``i - 1`` encoder steps before the
+    source ended, written at the decoder's ``i``-th step, whatever the source's length.
+
+    Shapes:
+        ``N`` examples -> ``positions`` floats.
+    """
+    checks.positive_int(positions=positions, min_length=min_length)
+    if positions > min_length:
+        raise ValueError(f"positions={positions} must be at most min_length={min_length}: every example needs them")
+    top = float("inf") if max_length is None else max_length
+    chosen = [example for example in examples if min_length <= len(example.source) <= top]
+    if not chosen:
+        wanted = f"at least {min_length}" if max_length is None else f"{min_length} to {max_length}"
+        raise ValueError(f"symbol_accuracy_by_position: no example has a source of {wanted} symbols")
+    right = torch.zeros(positions)
+    with evaluating(model), torch.no_grad():
+        for batch in Batches(chosen, src_vocab, tgt_vocab, batch_size):
+            batch = batch.to(device_of(model))
+            logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
+            hits = logits[:, :positions].argmax(dim=-1) == batch.tgt_out[:, :positions]  # (B, positions)
+            right += hits.sum(dim=0).float().cpu()
+    return (right / len(chosen)).tolist()
 
 
 def context_vectors(model: nn.Module, sources: list[str], src_vocab: Vocab, batch_size: int = 512) -> Tensor:

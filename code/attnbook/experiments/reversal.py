@@ -19,7 +19,12 @@ from torch import nn
 from attnbook.bahdanau import BahdanauSeq2Seq
 from attnbook.data import Example, Vocab
 from attnbook.experiments.bottleneck import plain_model, room_model
-from attnbook.experiments.lengths import REVERSAL_BENCHMARK, length_experiment, length_splits
+from attnbook.experiments.lengths import (
+    REVERSAL_BENCHMARK,
+    length_experiment,
+    length_splits,
+    symbol_accuracy_by_position,
+)
 from attnbook.protocol import teacher_forced_weights
 from attnbook.records import Experiment, register
 from attnbook.rnn import Seq2Seq
@@ -96,9 +101,25 @@ def diagonal_weight(model: nn.Module, examples: list[Example], vocabs: tuple[Voc
     return Diagonal(*on, mean_on(band), float(band.float().mean()), len(examples))
 
 
+#: Output positions measured by :func:`_position_measures`, on the test strings of at least so many letters.
+POSITIONS = 20
+
+
+def _position_measures(model: nn.Module, test: list[Example], vocabs: tuple[Vocab, Vocab]) -> dict:
+    """``position_<i>`` on the strings of 20 letters or more; ``first_<n>``: the first output letter
+    (the last letter read) on the strings of ``n`` letters."""
+    found = symbol_accuracy_by_position(model, test, *vocabs, positions=POSITIONS, min_length=POSITIONS)
+    first = {
+        f"first_{n}": symbol_accuracy_by_position(model, test, *vocabs, positions=1, min_length=n, max_length=n)[0]
+        for n in sorted({len(example.source) for example in test})
+    }
+    return {**{f"position_{i}": value for i, value in enumerate(found, start=1)}, **first}
+
+
 def _diagonal_measures(model: nn.Module, test: list[Example], vocabs: tuple[Vocab, Vocab]) -> dict:
     found = diagonal_weight(model, test, vocabs)
-    return {f"diagonal_{name}": getattr(found, name) for name in ("on", "previous", "other", "band")}
+    diagonal = {f"diagonal_{name}": getattr(found, name) for name in ("on", "previous", "other", "band")}
+    return {**_position_measures(model, test, vocabs), **diagonal}
 
 
 FACTORIES = {
@@ -109,22 +130,23 @@ FACTORIES = {
 }
 
 
-_DIAGONAL = ("diagonal_on", "diagonal_previous", "diagonal_other", "diagonal_band")
-
-
 def reversal_run(arm: str, seed: int, epochs: int = 8) -> dict:
     """Train ``arm`` on the benchmark's strings for ``seed``; curves with one value per epoch:
-    ``exact_match``, ``length_<n>`` (exact match) and ``symbols_<n>`` (per-symbol accuracy); for
-    the attention model also ``diagonal_on``, ``diagonal_previous``, ``diagonal_other`` and
+    ``exact_match``, ``length_<n>`` (exact match), ``symbols_<n>`` (per-symbol accuracy) and
+    ``position_<i>`` (per-symbol accuracy at output position ``i`` from 1 to 20, teacher-forced, on
+    the test strings of 20 letters or more: :func:`symbol_accuracy_by_position`), ``first_<n>`` (the
+    same for the first output letter, on the strings of ``n`` letters); for the attention
+    model also ``diagonal_on``, ``diagonal_previous``, ``diagonal_other`` and
     ``diagonal_band`` (:func:`diagonal_weight` on the test strings of 20 letters)."""
     if arm not in FACTORIES:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(REVERSAL_ARMS)}")
     factory = FACTORIES[arm]
     settings = {**REVERSAL_BENCHMARK, "seed": seed, "epochs": epochs}
-    on_epoch = _diagonal_measures if arm == "attention" else None
+    on_epoch = _diagonal_measures if arm == "attention" else _position_measures
     result = length_experiment(factory, every_epoch=True, on_epoch=on_epoch, **settings)
     measures = dict(exact_match=[point["exact_match"] for point in result.curve])
-    for name in _DIAGONAL if on_epoch else ():
+    extra = [name for name in result.curve[0] if name.startswith(("position_", "first_", "diagonal_"))]
+    for name in extra:
         measures[name] = [point[name] for point in result.curve]
     for n in result.by_length:
         measures[f"length_{n}"] = [point["by_length"][n] for point in result.curve]
@@ -144,7 +166,8 @@ register(
         description="Reversing 3 to 30 letters (REVERSAL_BENCHMARK's strings, one draw per seed): Chapter 1's "
         "one-directional plain model and the same with twice the state, Chapter 2's plain and attention models "
         "with one bidirectional encoder; "
-        "exact match overall and by length, per-symbol accuracy by length, after every one of eight epochs; for "
+        "exact match overall and by length, per-symbol accuracy by length and by output position (strings of 20 "
+        "letters or more), after every one of eight epochs; for "
         "the attention model, its weight on and beside the letter each output letter copies (20-letter strings).",
     )
 )

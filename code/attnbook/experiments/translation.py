@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -46,9 +47,11 @@ TRANSLATION_ARMS = {
     "local": "Luong local-p (general + input feeding)",
 }
 
-#: A control arm, recorded beside them: ``general`` with ``W_a`` set to the identity after the usual
-#: initialisation, so it starts as ``dot`` with every other weight that of ``general`` from the same seed.
-CONTROL_ARMS = {"identity": "Luong general, W_a starting at I"}
+#: Two control arms, recorded beside them: ``general`` with ``W_a`` set to the identity after the usual
+#: initialisation, so it starts as ``dot`` with every other weight that of ``general`` from the same seed;
+#: and the same with ``W_a`` frozen there, so it scores as ``dot`` throughout, with ``general``'s other
+#: initial weights.
+CONTROL_ARMS = {"identity": "Luong general, W_a starting at I", "frozen": "Luong general, W_a fixed at I"}
 
 
 class TranslationData(NamedTuple):
@@ -69,10 +72,12 @@ def translation_data() -> TranslationData:
 def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
     """A fresh model of one of :data:`TRANSLATION_ARMS` for :func:`translation_data`'s vocabularies."""
     src, tgt = len(translation_data().src_vocab), len(translation_data().tgt_vocab)
-    if arm == "identity":
+    if arm in ("identity", "frozen"):
         model = translation_model("general")
+        W_a = model.decoder.attention.scorer.W_a.weight
         with torch.no_grad():
-            nn.init.eye_(model.decoder.attention.scorer.W_a.weight)  # W_a = I: h_tᵀ W_a h̄_s = h_tᵀ h̄_s
+            nn.init.eye_(W_a)  # W_a = I: h_tᵀ W_a h̄_s = h_tᵀ h̄_s
+        W_a.requires_grad_(arm == "identity")  # frozen: no gradient, so Adam never moves it
         return model
     if arm == "bahdanau":
         return BahdanauSeq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, attention_dim=64, encoder_hidden_size=32)
@@ -98,14 +103,22 @@ class TranslationRun(NamedTuple):
     measures: dict
 
 
-def translation_run(arm: str, seed: int, passes: int = 2, lr: float = 1e-2, batch_size: int = 32) -> TranslationRun:
+def translation_run(
+    arm: str,
+    seed: int,
+    passes: int = 2,
+    lr: float = 1e-2,
+    batch_size: int = 32,
+    on_pass: Callable[[torch.nn.Module, int], dict] | None = None,
+) -> TranslationRun:
     """Train ``arm`` from ``seed`` (initial weights and batch order) and measure it after every pass.
 
     Adam with a fixed learning rate and gradient clipping at 1 (:func:`attnbook.training.fit`),
     batches of 32. After each pass: :func:`attnbook.training.evaluate` on the 500 validation
     sentences (``exact_match``, ``valid_loss``, ``teacher_forced_accuracy``) and
     :func:`alignment_measures` on the 500 test sentences. Training stops and resumes with the same
-    optimizer, so the values after pass ``k`` are those of a run of ``k`` passes.
+    optimizer, so the values after pass ``k`` are those of a run of ``k`` passes. ``on_pass(model, k)``,
+    if given, is called after pass ``k``; its dict joins that pass's measures.
     """
     data = translation_data()
     torch.manual_seed(seed)
@@ -114,9 +127,11 @@ def translation_run(arm: str, seed: int, passes: int = 2, lr: float = 1e-2, batc
     valid = Batches(data.splits.valid, data.src_vocab, data.tgt_vocab, batch_size=500)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)  # what fit would make
     measures: dict = {}
-    for _ in range(passes):
+    for done in range(1, passes + 1):
         fit(model, train, optimizer=optimizer, epochs=1)
         found = {**evaluate(model, valid), **alignment_measures(alignment_letters(model, data.splits.test))}
+        if on_pass is not None:
+            found.update(on_pass(model, done))
         for key, value in found.items():
             measures.setdefault(key, []).append(value)
     measures["parameters"] = count_parameters(model)
@@ -213,5 +228,57 @@ register(
         description="Bahdanau's decoder and Luong's (dot, general, concat, general with input feeding, local-p, "
         "and general with W_a starting at the identity) with one encoder on the toy translation task; exact "
         "match, loss and where the models look, after every pass.",
+    )
+)
+
+
+#: The arms whose heatmaps Chapter 3 draws, and the passes after which ``luong_maps`` keeps them.
+MAP_ARMS = ("dot", "feeding", "local")
+MAP_PASSES = (2, 12)
+
+
+def map_example() -> Example:
+    """Chapter 3's heatmap sentence: the first test sentence of five words (two adjectives)."""
+    return next(example for example in translation_data().splits.test if len(example.source.split()) == 5)
+
+
+def map_run(arm: str, seed: int, passes: int = 12, keep: tuple[int, ...] = MAP_PASSES) -> dict:
+    """:func:`translation_run` of ``arm``, keeping its teacher-forced weights on :func:`map_example`.
+
+    Curves, one entry per pass: ``weights`` (a ``(T, S)`` list of lists after the passes in
+    ``keep``, ``None`` after the others), for local-p also ``centres`` (its ``p_t``, ``T`` numbers),
+    and ``exact_match``. Rounded to 4 decimals: a picture, not a measurement.
+    """
+    data = translation_data()
+    example = map_example()
+    batch = make_batch([example], data.src_vocab, data.tgt_vocab)
+
+    def on_pass(model: nn.Module, done: int) -> dict:
+        if done not in keep:
+            return {"weights": None, **({"centres": None} if arm == "local" else {})}
+        with torch.no_grad():
+            out = model.eval()(batch.src, batch.tgt_in)  # weights: (1, T, S)
+        model.train()
+        found = {"weights": out.weights[0].round(decimals=4).tolist()}  # (T, S)
+        if arm == "local":
+            centres = model.decoder.attention.centres(out.states, batch.src_mask)[0]  # (T,)
+            found["centres"] = centres.round(decimals=4).tolist()
+        return found
+
+    measures = translation_run(arm, seed, passes, on_pass=on_pass).measures
+    return {key: measures[key] for key in ("weights", "centres", "exact_match") if key in measures}
+
+
+register(
+    Experiment(
+        name="luong_maps",
+        run=map_run,
+        arms=MAP_ARMS,
+        seeds=(0,),
+        settings=dict(passes=12),
+        replay=dict(arm="dot", seed=0, passes=2),
+        chapter="chapters/03_luong.ipynb",
+        description="The heatmaps of Chapter 3's sentence (map_example) for dot, general with input feeding and "
+        "local-p, seed 0, after 2 and 12 passes (luong_scores' runs): a picture of one seed, not a measurement.",
     )
 )
