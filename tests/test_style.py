@@ -32,3 +32,22 @@ def test_no_notebook_code_line_is_wider_than_the_code_column():
                 if len(line) > COLUMN:
                     wide.append(f"{path.relative_to(ROOT)} cell {number}: {len(line)} characters")
     assert not wide, "\n".join(wide)
+
+
+def test_no_notebook_glues_one_name_twice():
+    """A name glued twice shows the prose whichever value came last: a silent wrong number
+    (Chapter 3 once printed a control's interval as input feeding's this way)."""
+    twice = []
+    for path in sorted((ROOT / "chapters").rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        seen = set()
+        for cell in json.loads(path.read_text())["cells"]:
+            for output in cell.get("outputs", []):
+                name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+                if name is None:
+                    continue
+                if name in seen:
+                    twice.append(f"{path.relative_to(ROOT)}: {name}")
+                seen.add(name)
+    assert not twice, "\n".join(twice)
