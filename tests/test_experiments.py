@@ -140,20 +140,29 @@ def test_extra_training_strings_keep_the_test_set_and_the_first_strings():
         length_experiment(tiny_model, extra_train=-1, **settings)
 
 
+class _ReadsItsInput(torch.nn.Module):
+    """Guesses each target symbol from the next decoder input (``tgt_in`` shifted left, then
+    ``<pad>``): right on every target symbol but the last real one (``<eos>``), and, with
+    ``right_for=k``, wrong (it says ``<pad>``) from the ``k + 1``-th target symbol on."""
+
+    pad_id = 0
+
+    def __init__(self, vocab_size: int, right_for: int | None = None):
+        super().__init__()
+        self.vocab_size, self.right_for = vocab_size, right_for
+
+    def forward(self, src, tgt_in):
+        guess = torch.cat([tgt_in[:, 1:], torch.zeros_like(tgt_in[:, :1])], dim=1)  # (B, T)
+        if self.right_for is not None:
+            guess[:, self.right_for :] = self.pad_id
+        return type("Out", (), {"logits": torch.nn.functional.one_hot(guess, self.vocab_size).float()})
+
+
 def test_symbol_accuracy_counts_every_target_symbol_and_eos():
     examples = tasks.reversal_task(40, min_length=2, max_length=5, seed=3, alphabet="abc")
     src_vocab, tgt_vocab = data.build_vocabs(examples)
-
-    class Reverser(torch.nn.Module):
-        """Right on every symbol but the first of each target."""
-
-        pad_id = 0
-
-        def forward(self, src, tgt_in):
-            batch_tgt_out = torch.cat([tgt_in[:, 1:], torch.zeros_like(tgt_in[:, :1])], dim=1)
-            return type("Out", (), {"logits": torch.nn.functional.one_hot(batch_tgt_out, len(tgt_vocab)).float()})
-
-    by_length = experiments.symbol_accuracy_by_length(Reverser(), examples, src_vocab, tgt_vocab)
+    model = _ReadsItsInput(len(tgt_vocab))
+    by_length = experiments.symbol_accuracy_by_length(model, examples, src_vocab, tgt_vocab)
     assert set(by_length) == {len(e.source) for e in examples}
     # reading tgt_in shifted left predicts every target symbol but the last real one (<eos>) correctly
     for length, accuracy in by_length.items():
@@ -241,21 +250,13 @@ def test_symbol_accuracy_by_position_counts_each_output_position_over_the_long_e
     examples = tasks.reversal_task(60, min_length=3, max_length=8, seed=4, alphabet="abc")
     src_vocab, tgt_vocab = data.build_vocabs(examples)
 
-    class RightForThree(torch.nn.Module):
-        """Right on the first three target symbols, wrong (it says <pad>) on every later one."""
-
-        pad_id = 0
-
-        def forward(self, src, tgt_in):
-            guess = torch.cat([tgt_in[:, 1:], torch.zeros_like(tgt_in[:, :1])], dim=1)  # (B, T)
-            guess[:, 3:] = tgt_vocab.pad_id
-            return type("Out", (), {"logits": torch.nn.functional.one_hot(guess, len(tgt_vocab)).float()})
-
+    right_for_three = _ReadsItsInput(len(tgt_vocab), right_for=3)
+    assert tgt_vocab.pad_id == right_for_three.pad_id
     found = experiments.symbol_accuracy_by_position(
-        RightForThree(), examples, src_vocab, tgt_vocab, positions=5, min_length=5
+        right_for_three, examples, src_vocab, tgt_vocab, positions=5, min_length=5
     )
     assert found == [1.0, 1.0, 1.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="positions=6 must be at most min_length=5"):
-        experiments.symbol_accuracy_by_position(RightForThree(), examples, src_vocab, tgt_vocab, 6, 5)
+        experiments.symbol_accuracy_by_position(right_for_three, examples, src_vocab, tgt_vocab, 6, 5)
     with pytest.raises(ValueError, match="no example has a source of at least 9 symbols"):
-        experiments.symbol_accuracy_by_position(RightForThree(), examples, src_vocab, tgt_vocab, 5, 9)
+        experiments.symbol_accuracy_by_position(right_for_three, examples, src_vocab, tgt_vocab, 5, 9)

@@ -20,6 +20,7 @@ from attnbook.attention import LocalPAttention
 from attnbook.bahdanau import BahdanauSeq2Seq
 from attnbook.data import Batches, Example, Splits, Vocab, build_vocabs, make_batch
 from attnbook.luong import LuongSeq2Seq
+from attnbook.protocol import evaluating
 from attnbook.records import Experiment, register
 from attnbook.tasks import sequence_splits, translation_alignment, translation_task
 from attnbook.training import count_parameters, evaluate, fit
@@ -256,13 +257,12 @@ def map_run(arm: str, seed: int, passes: int = 12, keep: tuple[int, ...] = MAP_P
     def on_pass(model: nn.Module, done: int) -> dict:
         if done not in keep:
             return {"weights": None, **({"centres": None} if arm == "local" else {})}
-        with torch.no_grad():
-            out = model.eval()(batch.src, batch.tgt_in)  # weights: (1, T, S)
-        model.train()
-        found = {"weights": out.weights[0].round(decimals=4).tolist()}  # (T, S)
-        if arm == "local":
-            centres = model.decoder.attention.centres(out.states, batch.src_mask)[0]  # (T,)
-            found["centres"] = centres.round(decimals=4).tolist()
+        with evaluating(model), torch.no_grad():
+            out = model(batch.src, batch.tgt_in)  # weights: (1, T, S)
+            found = {"weights": out.weights[0].round(decimals=4).tolist()}  # (T, S)
+            if arm == "local":
+                centres = model.decoder.attention.centres(out.states, batch.src_mask)[0]  # (T,)
+                found["centres"] = centres.round(decimals=4).tolist()
         return found
 
     measures = translation_run(arm, seed, passes, on_pass=on_pass).measures
