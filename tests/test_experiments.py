@@ -260,3 +260,64 @@ def test_symbol_accuracy_by_position_counts_each_output_position_over_the_long_e
         experiments.symbol_accuracy_by_position(right_for_three, examples, src_vocab, tgt_vocab, 6, 5)
     with pytest.raises(ValueError, match="no example has a source of at least 9 symbols"):
         experiments.symbol_accuracy_by_position(right_for_three, examples, src_vocab, tgt_vocab, 5, 9)
+
+
+def test_control_arms_start_from_their_arms_weights():
+    from attnbook.experiments import translation_model
+
+    torch.manual_seed(3)
+    general = translation_model("general").state_dict()
+    for control in ("identity", "frozen"):
+        torch.manual_seed(3)
+        model = translation_model(control)
+        W_a = model.decoder.attention.scorer.W_a.weight
+        assert torch.equal(W_a, torch.eye(64))
+        assert W_a.requires_grad == (control == "identity")
+        for name, value in model.state_dict().items():
+            if not name.endswith("scorer.W_a.weight"):
+                assert torch.equal(value, general[name]), (control, name)
+    torch.manual_seed(3)
+    concat = translation_model("concat").state_dict()
+    torch.manual_seed(3)
+    previous = translation_model("previous").state_dict()
+    assert previous.keys() == concat.keys()
+    assert all(torch.equal(previous[name], concat[name]) for name in concat)
+
+
+def test_previous_query_decoder_scores_from_the_state_before_the_step():
+    from attnbook import data as attnbook_data
+    from attnbook.experiments import translation_data, translation_model
+    from attnbook.experiments.translation import PreviousQueryDecoder
+
+    data = translation_data()
+    batch = attnbook_data.make_batch(data.splits.valid[:3], data.src_vocab, data.tgt_vocab)
+    torch.manual_seed(0)
+    model = translation_model("previous").eval()
+    decoder = model.decoder
+    assert isinstance(decoder, PreviousQueryDecoder)
+    with torch.no_grad():
+        state = model.start(batch.src)
+        out = decoder(batch.tgt_in, state)  # every step at once
+        # step by step: the query at step t is the state before it, h_{t-1}
+        stepped, weights = [], []
+        for t in range(batch.tgt_in.size(1)):
+            query = state.hidden  # h_{t-1}
+            _, expected = decoder.attention(
+                query, state.annotations, mask=state.src_mask,
+                projected_keys=state.projected_keys,
+            )
+            step = decoder.step(state, batch.tgt_in[:, t])
+            assert torch.allclose(step.weights, expected, atol=1e-6)
+            stepped.append(step.logits)
+            weights.append(step.weights)
+            state = step.state
+    assert torch.allclose(out.logits, torch.stack(stepped, dim=1), atol=1e-5)
+    assert torch.allclose(out.weights, torch.stack(weights, dim=1), atol=1e-6)
+    # and it is not concat's decoder: from h_t the weights differ
+    with torch.no_grad():
+        state = model.start(batch.src)
+        _, from_current = decoder.attention(
+            out.states, state.annotations, mask=state.src_mask,
+            projected_keys=state.projected_keys,
+        )
+    assert (from_current - out.weights).abs().max() > 1e-5  # the step-by-step check holds to 1e-6

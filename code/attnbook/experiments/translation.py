@@ -14,13 +14,13 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from attnbook.attention import LocalPAttention
 from attnbook.bahdanau import BahdanauSeq2Seq
 from attnbook.data import Batches, Example, Splits, Vocab, build_vocabs, make_batch
-from attnbook.luong import LuongSeq2Seq
-from attnbook.protocol import evaluating
+from attnbook.luong import LuongDecoder, LuongOutput, LuongSeq2Seq, LuongState
+from attnbook.protocol import Step, evaluating
 from attnbook.records import Experiment, register
 from attnbook.tasks import sequence_splits, translation_alignment, translation_task
 from attnbook.training import count_parameters, evaluate, fit
@@ -28,6 +28,7 @@ from attnbook.training import count_parameters, evaluate, fit
 __all__ = [
     "TRANSLATION_ARMS",
     "CONTROL_ARMS",
+    "PreviousQueryDecoder",
     "TranslationData",
     "translation_data",
     "translation_model",
@@ -52,7 +53,39 @@ TRANSLATION_ARMS = {
 #: initialisation, so it starts as ``dot`` with every other weight that of ``general`` from the same seed;
 #: and the same with ``W_a`` frozen there, so it scores as ``dot`` throughout, with ``general``'s other
 #: initial weights.
-CONTROL_ARMS = {"identity": "Luong general, W_a starting at I", "frozen": "Luong general, W_a fixed at I"}
+CONTROL_ARMS = {
+    "identity": "Luong general, W_a starting at I",
+    "frozen": "Luong general, W_a fixed at I",
+    "previous": "Luong concat, queried by h_{t-1}",
+}
+
+
+class PreviousQueryDecoder(LuongDecoder):
+    """A control for Chapter 3: Luong's decoder with Bahdanau's query, the *previous* state.
+
+    ``c_t, a_t = attention(h_{t-1}, h̄_1..h̄_S)``; the rest as :class:`~attnbook.luong.LuongDecoder`
+    (``h_t = GRU(E y_{t-1}, h_{t-1})``, ``h̃_t = tanh(W_c [c_t; h_t])``, logits ``W_s h̃_t``), so
+    against ``concat`` only the state that queries changes. Teacher forcing stays one GRU call.
+    """
+
+    def attend(self, query: Tensor, hidden: Tensor, state: LuongState) -> tuple[Tensor, Tensor]:
+        """``h̃ = tanh(W_c [c; h])`` with ``c`` read by ``query``; one step ``(B, H)`` or all ``(B, T, H)``."""
+        context, weights = self.attention(
+            query, state.annotations, mask=state.src_mask, projected_keys=state.projected_keys
+        )
+        return torch.tanh(self.W_c(torch.cat([context, hidden], dim=-1))), weights
+
+    def step(self, state: LuongState, prev: Tensor) -> Step:
+        _, hidden = self.rnn(self.embedding(prev).unsqueeze(1), state.hidden.unsqueeze(0))  # (1, B, H)
+        hidden = hidden.squeeze(0)  # h_t: (B, H)
+        attentional, weights = self.attend(state.hidden, hidden, state)  # queried by h_{t-1}
+        return Step(self.out(attentional), state._replace(hidden=hidden, attentional=attentional), weights)
+
+    def forward(self, tgt_in: Tensor, state: LuongState) -> LuongOutput:
+        states, _ = self.rnn(self.embedding(tgt_in), state.hidden.unsqueeze(0))  # h_1..h_T: (B, T, H)
+        queries = torch.cat([state.hidden.unsqueeze(1), states[:, :-1]], dim=1)  # h_0..h_{T-1}
+        attentional, weights = self.attend(queries, states, state)  # (B, T, H), (B, T, S)
+        return LuongOutput(self.out(attentional), weights, states)
 
 
 class TranslationData(NamedTuple):
@@ -79,6 +112,13 @@ def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
         with torch.no_grad():
             nn.init.eye_(W_a)  # W_a = I: h_tᵀ W_a h̄_s = h_tᵀ h̄_s
         W_a.requires_grad_(arm == "identity")  # frozen: no gradient, so Adam never moves it
+        return model
+    if arm == "previous":
+        model = translation_model("concat")
+        old = model.decoder
+        decoder = PreviousQueryDecoder(len(translation_data().tgt_vocab), 32, 64, old.attention, old.pad_id)
+        decoder.load_state_dict(old.state_dict())  # concat's initial weights from the same seed
+        model.decoder = decoder
         return model
     if arm == "bahdanau":
         return BahdanauSeq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, attention_dim=64, encoder_hidden_size=32)
@@ -226,8 +266,9 @@ register(
         settings=dict(passes=12, lr=1e-2, batch_size=32),
         replay=dict(arm="dot", seed=0, passes=1),
         chapter="chapters/03_luong.ipynb",
-        description="Bahdanau's decoder and Luong's (dot, general, concat, general with input feeding, local-p, "
-        "and general with W_a starting at the identity) with one encoder on the toy translation task; exact "
+        description="Bahdanau's decoder and Luong's (dot, general, concat, general with input feeding, local-p; "
+        "controls: general with W_a starting at or fixed at the identity, concat queried by h_{t-1}) with one "
+        "encoder on the toy translation task; exact "
         "match, loss and where the models look, after every pass.",
     )
 )
