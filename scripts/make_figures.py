@@ -95,60 +95,71 @@ def _arrow(ax, start, end, colour="#445566", style="-|>"):
 
 
 def draw_encoder_decoder(path: Path) -> None:
-    """The Chapter 1 model: a GRU reads the source into c; a GRU writes the target from c."""
-    fig, ax = plt.subplots(figsize=(10, 3.4))
+    """The Chapter 1 model: a GRU reads the source into c; c makes s_0 and reaches every step."""
+    fig, ax = plt.subplots(figsize=(11, 4.0))
     source, target = ["d", "e", "c", "a"], ["a", "c", "e", "d", "<eos>"]
-    step = 1.2
+    step, red = 1.25, "#b05050"
     for j, token in enumerate(source):  # encoder
         x = j * step
         _cell(ax, x, 1.0, f"$h_{j + 1}$", "#dbe9f6")
-        ax.text(x, 0.0, f"$x_{j + 1}$ = {token}", ha="center", va="center", fontsize=9)
+        ax.text(x, 0.0, f"$x_{j + 1}$ = {token}", ha="center", va="center", fontsize=10)
         _arrow(ax, (x, 0.2), (x, 0.7))
         if j:
             _arrow(ax, (x - step + 0.4, 1.0), (x - 0.4, 1.0))
-    c_x = len(source) * step + 0.3
+    c_x = len(source) * step + 0.25
     _cell(ax, c_x, 1.0, "$c$", "#f6d6d6", width=0.7)
     _arrow(ax, ((len(source) - 1) * step + 0.4, 1.0), (c_x - 0.35, 1.0))
-    start = c_x + 1.3
+    ax.text(c_x, 0.3, "context\nvector", ha="center", va="center", fontsize=9, color=red)
+    s0_x = c_x + 1.5  # s_0 = tanh(W_init c + b_init)
+    _cell(ax, s0_x, 1.0, "$s_0$", "#fde9c9")
+    _arrow(ax, (c_x + 0.35, 1.0), (s0_x - 0.4, 1.0))
+    ax.text((c_x + s0_x) / 2 - 0.02, 1.13, "$W_{\\mathrm{init}}$", ha="center", va="bottom", fontsize=9)
+    ax.text(s0_x, 0.3, "first\nstate", ha="center", va="center", fontsize=9, color="#8a6d3b")
+    bus_y, out_y = 1.62, 2.2  # c's dashed line; the output layers
+    last_x = s0_x + len(target) * step
+    ax.plot([c_x, c_x, last_x - 0.22], [1.3, bus_y, bus_y], color=red, linewidth=1.0)
     for i, token in enumerate(target):  # decoder
-        x = start + i * step
+        x = s0_x + (i + 1) * step
         _cell(ax, x, 1.0, f"$s_{i + 1}$", "#fde9c9")
+        _arrow(ax, (x - step + 0.4, 1.0), (x - 0.4, 1.0))
         previous = "<bos>" if i == 0 else target[i - 1]
-        ax.text(x, 0.0, previous, ha="center", va="center", fontsize=9)
+        ax.text(x, 0.0, previous, ha="center", va="center", fontsize=10)
         _arrow(ax, (x, 0.2), (x, 0.7))
-        ax.text(x, 2.05, token, ha="center", va="center", fontsize=9, fontweight="bold")
-        _arrow(ax, (x, 1.3), (x, 1.85))
-        source_x = c_x + 0.35 if i == 0 else x - step + 0.4
-        _arrow(ax, (source_x, 1.0), (x - 0.4, 1.0))
-        # c reaches every decoder step (Cho et al. 2014), drawn as a dashed arc from above
-        ax.annotate(
-            "",
-            xy=(x - 0.15, 1.3),
-            xytext=(c_x, 1.3),
-            arrowprops=dict(
-                arrowstyle="-|>", color="#b05050", linestyle="--", linewidth=0.8, connectionstyle="arc3,rad=-0.25"
-            ),
-        )
-    ax.text(1.5 * step, 2.05, "encoder: reads the source", ha="center", fontsize=9, color="#2f5d8a")
-    ax.text(c_x, 0.35, "context\nvector", ha="center", va="center", fontsize=8, color="#b05050")
+        _cell(ax, x, out_y, "$W_o$", "#eeeeee", width=0.7, height=0.42)
+        _arrow(ax, (x + 0.12, 1.3), (x + 0.12, out_y - 0.21))  # s_t into the output layer
+        _arrow(ax, (x - 0.22, bus_y), (x - 0.22, 1.3), colour=red)  # c into the GRU step
+        _arrow(ax, (x - 0.22, bus_y), (x - 0.22, out_y - 0.21), colour=red)  # and the output
+        ax.plot([x - 0.22], [bus_y], "o", color=red, markersize=3.5)  # c branches here
+        _arrow(ax, (x, out_y + 0.21), (x, out_y + 0.5))
+        ax.text(x, out_y + 0.68, token, ha="center", va="center", fontsize=10, fontweight="bold")
+    ax.text(1.5 * step, -0.55, "encoder: reads the source", ha="center", fontsize=10, color="#2f5d8a")
     ax.text(
-        start + 2 * step,
-        -0.55,
-        "decoder: reads the previous output token, writes the next",
-        ha="center",
+        s0_x + step - 0.55,
+        out_y,
+        "output layer: reads $s_t$, $c$ and the previous symbol",
+        ha="right",
+        va="center",
         fontsize=9,
+    )
+    ax.text(
+        s0_x + 3 * step,
+        -0.55,
+        "decoder: reads the previous output symbol and $c$, writes the next",
+        ha="center",
+        fontsize=10,
         color="#8a6d3b",
     )
-    ax.set_xlim(-0.6, start + len(target) * step - 0.4)
-    ax.set_ylim(-0.8, 2.9)
+    ax.set_xlim(-0.6, last_x + 0.5)
+    ax.set_ylim(-0.8, out_y + 0.9)
     ax.set_axis_off()
     fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
 
 
 def draw_additive_attention(path: Path) -> None:
-    """One Bahdanau step: s_{i-1} scores every annotation h_j; the weights mix them into c_i."""
-    fig, ax = plt.subplots(figsize=(10, 4.2))
+    """One Bahdanau step: s_{i-1} scores every annotation h_j; the weights mix them into c_i;
+    the GRU reads y_{i-1} and c_i to make s_i; the output layer reads y_{i-1}, s_i and c_i."""
+    fig, ax = plt.subplots(figsize=(11, 4.9))
     weights = [0.05, 0.10, 0.70, 0.15]
     step = 1.3
     for j, weight in enumerate(weights):
@@ -185,12 +196,25 @@ def draw_additive_attention(path: Path) -> None:
             xytext=(j * step, 2.75),
             arrowprops=dict(arrowstyle="-|>", color="#b05050", linewidth=0.6 + 3 * weights[j]),
         )
+    # the recurrent step s_i = f(s_{i-1}, y_{i-1}, c_i), then the output layer g(y_{i-1}, s_i, c_i)
+    y_x = s_x + 1.6
+    _cell(ax, y_x, 1.2, "$y_{i-1}$", "#e3f1dc")
+    ax.text(y_x, 0.75, "previous\noutput", ha="center", va="top", fontsize=8, color="#3c6e2f")
     _cell(ax, s_x, 3.4, "$s_i$", "#fde9c9")
+    ax.text(s_x, 3.85, "GRU step $f$", ha="center", va="bottom", fontsize=8, color="#555555")
+    _cell(ax, y_x, 3.4, "$g$", "#eeeeee")
+    ax.text(y_x, 3.85, "output layer", ha="center", va="bottom", fontsize=8, color="#555555")
     _arrow(ax, (c_x + 1.0, 3.4), (s_x - 0.4, 3.4))
     _arrow(ax, (s_x, 1.5), (s_x, 3.1))
-    ax.text(s_x + 0.55, 3.4, "$\\rightarrow y_i$", ha="left", va="center", fontsize=10)
-    ax.set_xlim(-2.2, s_x + 1.5)
-    ax.set_ylim(-0.9, 3.8)
+    _arrow(ax, (y_x - 0.25, 1.5), (s_x + 0.3, 3.1), colour="#3c6e2f")  # y_{i-1} into the step
+    _arrow(ax, (y_x + 0.2, 1.5), (y_x + 0.2, 3.1), colour="#3c6e2f")  # ... and into the output
+    _arrow(ax, (s_x + 0.4, 3.4), (y_x - 0.4, 3.4))
+    # c_i goes into the output layer too: over the top of s_i, into g's left side
+    ax.plot([c_x, c_x, y_x - 1.0, y_x - 1.0], [3.7, 4.45, 4.45, 3.55], color="#445566", linewidth=1.0)
+    _arrow(ax, (y_x - 1.0, 3.55), (y_x - 0.4, 3.55))
+    ax.text(y_x + 0.5, 3.4, "$\\rightarrow y_i$", ha="left", va="center", fontsize=10)
+    ax.set_xlim(-2.2, y_x + 1.4)
+    ax.set_ylim(-0.9, 4.6)
     ax.set_axis_off()
     fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
@@ -322,7 +346,8 @@ def draw_multi_head(path: Path) -> None:
 
 def draw_bahdanau_luong(path: Path) -> None:
     """One decoder step of Bahdanau et al. next to one of Luong et al.: what is scored, when, and where it goes."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 6.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 7.0))
+    feeding = "#b05050"  # input feeding, an option of Luong's decoder: dashed, in red
     annotation, state, attention, output = "#dbe9f6", "#fde9c9", "#ead9f2", "#f6d6d6"
     # Bahdanau: the previous state is the query; the context enters the recurrent step
     ax = left
@@ -333,6 +358,12 @@ def draw_bahdanau_luong(path: Path) -> None:
     _arrow(ax, (2.6, 0.3), (2.0, 1.05))
     _cell(ax, 1.3, 2.4, "$\\alpha_i = \\mathrm{softmax}(e_i)$,  $c_i = \\sum_j \\alpha_{ij} h_j$", attention, width=3.9)
     _arrow(ax, (1.3, 1.6), (1.3, 2.1))
+    ax.annotate(  # the annotations are also the values that c_i averages
+        "",
+        xy=(3.2, 2.1),
+        xytext=(3.35, 0.15),
+        arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=0.3"),
+    )
     _cell(ax, 0.6, 3.7, "$s_i = \\mathrm{GRU}([E y_{i-1}; c_i],\\, s_{i-1})$", state, width=3.5)
     _arrow(ax, (1.3, 2.7), (1.0, 3.4))
     ax.annotate(
@@ -341,7 +372,7 @@ def draw_bahdanau_luong(path: Path) -> None:
         xytext=(-0.5, 0.0),
         arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=-0.35"),
     )
-    _cell(ax, 0.6, 5.0, "$p(y_i) = \\mathrm{softmax}(W_o [s_i; c_i; E y_{i-1}])$", output, width=3.9)
+    _cell(ax, 0.6, 5.0, "$p(y_i) = \\mathrm{softmax}(W_o [s_i; c_i; E y_{i-1}])$", output, width=4.3)
     _arrow(ax, (0.6, 4.0), (0.6, 4.7))
     ax.annotate(
         "",
@@ -352,7 +383,7 @@ def draw_bahdanau_luong(path: Path) -> None:
     ax.text(3.2, 3.8, "$c_i$", ha="left", va="center", fontsize=9, color="#445566")
     ax.text(
         1.3,
-        -0.95,
+        -2.2,
         "query: the previous state $s_{i-1}$\ncontext: computed before the recurrent step,\nand fed into it",
         ha="center",
         va="center",
@@ -360,15 +391,45 @@ def draw_bahdanau_luong(path: Path) -> None:
         color="#555555",
     )
     ax.set_title("Bahdanau et al. (Chapter 2)", fontsize=11)
-    # Luong: the recurrent step first, then attention from the current state; h~ is fed to the next step
+    # Luong: the recurrent step first, then attention from the current state; with input feeding (optional,
+    # dashed) h~_t also enters the next step, so the GRU reads [E y_{t-1}; h~_{t-1}]
     ax = right
-    _cell(ax, 0.4, 0.0, "$h_t = \\mathrm{GRU}([E y_{t-1}; \\tilde h_{t-1}],\\, h_{t-1})$", state, width=3.9)
+    _cell(ax, 0.4, 0.0, "$h_t = \\mathrm{GRU}(E y_{t-1},\\, h_{t-1})$", state, width=3.0)
+    ax.add_patch(
+        FancyBboxPatch(
+            (-0.5, -1.6),
+            1.8,
+            0.75,
+            boxstyle="round,pad=0.02,rounding_size=0.08",
+            facecolor="#ffffff",
+            edgecolor=feeding,
+            linestyle="--",
+            linewidth=1.2,
+        )
+    )
+    ax.text(0.4, -1.225, "previous step:\n$\\tilde h_{t-1}$", ha="center", va="center", fontsize=10)
+    ax.annotate(
+        "",
+        xy=(0.4, -0.3),
+        xytext=(0.4, -0.8),
+        arrowprops=dict(arrowstyle="-|>", color=feeding, linestyle="--", linewidth=1.2),
+    )
+    ax.text(
+        1.5,
+        -1.2,
+        "input feeding (optional):\nthen the GRU reads\n$[E y_{t-1}; \\tilde h_{t-1}]$",
+        ha="left",
+        va="center",
+        fontsize=9,
+        color=feeding,
+    )
     _cell(ax, 3.3, 1.3, "$\\bar h_1 \\dots \\bar h_S$", annotation, width=1.5)
     _cell(ax, 1.0, 1.3, "$\\mathrm{score}(h_t, \\bar h_s)$", attention, width=2.3)
     _arrow(ax, (0.7, 0.3), (0.9, 1.05))
     _arrow(ax, (2.55, 1.3), (2.15, 1.3))
     _cell(ax, 1.0, 2.4, "$a_t = \\mathrm{softmax}$,  $c_t = \\sum_s a_t(s)\\, \\bar h_s$", attention, width=3.6)
     _arrow(ax, (1.0, 1.6), (1.0, 2.1))
+    _arrow(ax, (3.3, 1.6), (2.65, 2.1))  # the annotations are also the values that c_t averages
     _cell(ax, 1.0, 3.7, "$\\tilde h_t = \\tanh(W_c [c_t; h_t])$", state, width=3.0)
     _arrow(ax, (1.0, 2.7), (1.0, 3.4))
     ax.annotate(
@@ -379,25 +440,37 @@ def draw_bahdanau_luong(path: Path) -> None:
     )
     _cell(ax, 1.0, 5.0, "$p(y_t) = \\mathrm{softmax}(W_s \\tilde h_t)$", output, width=3.2)
     _arrow(ax, (1.0, 4.0), (1.0, 4.7))
-    _cell(ax, 4.3, 3.7, "next step:\n$h_{t+1}$", "#ffffff", width=1.3, height=0.75)
+    ax.add_patch(
+        FancyBboxPatch(
+            (3.5, 3.325),
+            1.6,
+            0.75,
+            boxstyle="round,pad=0.02,rounding_size=0.08",
+            facecolor="#ffffff",
+            edgecolor=feeding,
+            linestyle="--",
+            linewidth=1.2,
+        )
+    )
+    ax.text(4.3, 3.7, "next step:\n$h_{t+1}$", ha="center", va="center", fontsize=10)
     ax.annotate(
         "",
-        xy=(3.6, 3.7),
+        xy=(3.45, 3.7),
         xytext=(2.55, 3.7),
-        arrowprops=dict(arrowstyle="-|>", color="#b05050", linestyle="--", linewidth=1.2),
+        arrowprops=dict(arrowstyle="-|>", color=feeding, linestyle="--", linewidth=1.2),
     )
     ax.text(
         4.3,
-        4.55,
-        "input feeding:\n$\\tilde h_t$ joins the\nnext step's input",
+        4.6,
+        "input feeding (optional):\n$\\tilde h_t$ joins the\nnext step's input",
         ha="center",
         va="center",
         fontsize=9,
-        color="#b05050",
+        color=feeding,
     )
     ax.text(
         1.3,
-        -0.95,
+        -2.2,
         "query: the current state $h_t$\ncontext: computed after the recurrent step,\nand "
         "combined with it for the output",
         ha="center",
@@ -408,7 +481,7 @@ def draw_bahdanau_luong(path: Path) -> None:
     ax.set_title("Luong et al. (this chapter)", fontsize=11)
     for ax in (left, right):
         ax.set_xlim(-2.3, 5.4)
-        ax.set_ylim(-1.5, 5.6)
+        ax.set_ylim(-2.7, 5.6)
         ax.set_axis_off()
     fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)

@@ -303,7 +303,9 @@ def test_previous_query_decoder_scores_from_the_state_before_the_step():
         for t in range(batch.tgt_in.size(1)):
             query = state.hidden  # h_{t-1}
             _, expected = decoder.attention(
-                query, state.annotations, mask=state.src_mask,
+                query,
+                state.annotations,
+                mask=state.src_mask,
                 projected_keys=state.projected_keys,
             )
             step = decoder.step(state, batch.tgt_in[:, t])
@@ -317,7 +319,9 @@ def test_previous_query_decoder_scores_from_the_state_before_the_step():
     with torch.no_grad():
         state = model.start(batch.src)
         _, from_current = decoder.attention(
-            out.states, state.annotations, mask=state.src_mask,
+            out.states,
+            state.annotations,
+            mask=state.src_mask,
             projected_keys=state.projected_keys,
         )
     assert (from_current - out.weights).abs().max() > 1e-5  # the step-by-step check holds to 1e-6
