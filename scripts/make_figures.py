@@ -98,7 +98,7 @@ def draw_encoder_decoder(path: Path) -> None:
     """The Chapter 1 model: a GRU reads the source into c; c makes s_0 and reaches every step."""
     fig, ax = plt.subplots(figsize=(11, 4.0))
     source, target = ["d", "e", "c", "a"], ["a", "c", "e", "d", "<eos>"]
-    step, red = 1.25, "#b05050"
+    step, red, green = 1.25, "#b05050", "#3c6e2f"
     for j, token in enumerate(source):  # encoder
         x = j * step
         _cell(ax, x, 1.0, f"$h_{j + 1}$", "#dbe9f6")
@@ -130,6 +130,9 @@ def draw_encoder_decoder(path: Path) -> None:
         _arrow(ax, (x - 0.22, bus_y), (x - 0.22, 1.3), colour=red)  # c into the GRU step
         _arrow(ax, (x - 0.22, bus_y), (x - 0.22, out_y - 0.21), colour=red)  # and the output
         ax.plot([x - 0.22], [bus_y], "o", color=red, markersize=3.5)  # c branches here
+        # the previous symbol into the output layer: around the right of s_t
+        ax.plot([x + 0.22, x + 0.55, x + 0.55], [0.15, 0.45, 1.75], color=green, linewidth=0.8)
+        _arrow(ax, (x + 0.55, 1.75), (x + 0.3, out_y - 0.21), colour=green)
         _arrow(ax, (x, out_y + 0.21), (x, out_y + 0.5))
         ax.text(x, out_y + 0.68, token, ha="center", va="center", fontsize=10, fontweight="bold")
     ax.text(1.5 * step, -0.55, "encoder: reads the source", ha="center", fontsize=10, color="#2f5d8a")
@@ -149,7 +152,7 @@ def draw_encoder_decoder(path: Path) -> None:
         fontsize=10,
         color="#8a6d3b",
     )
-    ax.set_xlim(-0.6, last_x + 0.5)
+    ax.set_xlim(-0.6, last_x + 0.75)
     ax.set_ylim(-0.8, out_y + 0.9)
     ax.set_axis_off()
     fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
@@ -189,13 +192,27 @@ def draw_additive_attention(path: Path) -> None:
     ax.text(s_x, 0.75, "previous\ndecoder state", ha="center", va="top", fontsize=8, color="#8a6d3b")
     c_x = 1.5 * step
     _cell(ax, c_x, 3.4, "$c_i = \\sum_j \\alpha_{ij} h_j$", "#f6d6d6", width=2.0)
-    for j in range(len(weights)):
+    for j, weight in enumerate(weights):  # each h_j, scaled by its weight, into the sum
         ax.annotate(
             "",
             xy=(c_x, 3.1),
-            xytext=(j * step, 2.75),
-            arrowprops=dict(arrowstyle="-|>", color="#b05050", linewidth=0.6 + 3 * weights[j]),
+            xytext=(j * step, 1.82 + 0.9 * weight + 0.04),
+            arrowprops=dict(arrowstyle="-|>", color="#b05050", linewidth=0.6 + 3 * weight),
         )
+    ax.text(
+        -0.9,
+        3.0,
+        "$\\alpha_{ij} h_j$:\neach annotation,\nscaled by its weight",
+        ha="right",
+        va="center",
+        fontsize=8.5,
+        color="#b05050",
+    )
+    for j in range(1, len(weights)):  # the encoder reads both ways
+        left, right = (j - 1) * step + 0.4, j * step - 0.4
+        _arrow(ax, (left, 0.1), (right, 0.1))
+        _arrow(ax, (right, -0.1), (left, -0.1))
+    ax.text(-0.9, 0.0, "bidirectional\nencoder", ha="right", va="center", fontsize=8.5, color="#2f5d8a")
     # the recurrent step s_i = f(s_{i-1}, y_{i-1}, c_i), then the output layer g(y_{i-1}, s_i, c_i)
     y_x = s_x + 1.6
     _cell(ax, y_x, 1.2, "$y_{i-1}$", "#e3f1dc")
