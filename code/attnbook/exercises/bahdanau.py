@@ -234,7 +234,7 @@ def check_masked_softmax(fn) -> bool:
 
 def _additive_cases() -> list[Case]:
     generator = torch.Generator().manual_seed(22)
-    specs = [  # (B, L, d_q, d_k, h, lengths that may be attended per row, or None for mask=None)
+    specs = [  # (B, L, d_q, d_k, N, lengths that may be attended per row, or None for mask=None)
         (3, 5, 4, 6, 7, (5, 3, 4)),
         (2, 7, 5, 3, 4, None),
         (4, 6, 2, 5, 3, (6, 1, 4, 2)),
@@ -244,12 +244,12 @@ def _additive_cases() -> list[Case]:
     return [_additive_case(*spec, generator) for spec in specs]
 
 
-def _additive_case(batch, length, d_q, d_k, h, lengths, generator) -> Case:
+def _additive_case(batch, length, d_q, d_k, N, lengths, generator) -> Case:
     def randn(*shape):
         return torch.randn(*shape, generator=generator)
 
     query, keys = randn(batch, d_q), randn(batch, length, d_k)
-    W_q, W_k, v = randn(h, d_q) / d_q**0.5, randn(h, d_k) / d_k**0.5, randn(h)
+    W_q, W_k, v = randn(N, d_q) / d_q**0.5, randn(N, d_k) / d_k**0.5, randn(N)
     mask = None if lengths is None else _length_mask(lengths, length)
     if mask is None:
         mask_text = "mask=None"
@@ -271,7 +271,7 @@ def _additive_case(batch, length, d_q, d_k, h, lengths, generator) -> Case:
             "L": length,
             "d_q": d_q,
             "d_k": d_k,
-            "h": h,
+            "N": N,
             "fully_masked": [] if lengths is None else [(r,) for r, n in enumerate(lengths) if n == 0],
         },
     )
@@ -296,13 +296,13 @@ def _additive_reference(
     ``squash``: what the tanh is applied to: ``"sum"`` (right), ``"parts"`` (each part
     separately), ``"score"`` (after v); or another function: ``"relu"``, ``"sigmoid"``.
     """
-    query_part, key_part = query @ W_q.T, keys @ W_k.T  # (B, h), (B, L, h)
+    query_part, key_part = query @ W_q.T, keys @ W_k.T  # (B, N), (B, L, N)
     if squash == "parts":
         query_part, key_part = torch.tanh(query_part), torch.tanh(key_part)
-    hidden = query_part.unsqueeze(1) + key_part  # (B, 1, h) + (B, L, h) -> (B, L, h)
+    hidden = query_part.unsqueeze(1) + key_part  # (B, 1, N) + (B, L, N) -> (B, L, N)
     if tanh and squash in ("sum", "relu", "sigmoid"):
         hidden = getattr(torch, "tanh" if squash == "sum" else squash)(hidden)
-    scores = hidden @ v if use_v else hidden.sum(-1)  # (B, L, h) @ (h,) -> (B, L)
+    scores = hidden @ v if use_v else hidden.sum(-1)  # (B, L, N) @ (N,) -> (B, L)
     if squash == "score":
         scores = torch.tanh(scores)
     weights = softmax_with(scores, mask, masking, dim=softmax_dim)
@@ -331,7 +331,7 @@ _ADDITIVE_MISTAKES = [  # (keyword arguments of _additive_reference, hint), most
     (
         dict(use_v=False),
         "e_j is the dot product of v with tanh(W_q q + W_k k_j), i.e. tanh(...) @ v, "
-        "not a plain sum over the h features",
+        "not a plain sum over the N features",
     ),
     (
         dict(context_from="scores"),
@@ -409,10 +409,10 @@ def _additive_form_problem(got, case: Case) -> str | None:
 
 
 def _additive_shape_hint(context_shape, weights_shape, info) -> str:
-    batch, length, d_k, h = info["B"], info["L"], info["d_k"], info["h"]
-    if context_shape == (batch, h):
+    batch, length, d_k, N = info["B"], info["L"], info["d_k"], info["N"]
+    if context_shape == (batch, N):
         return (
-            f"the context has h={h} features: it averages the keys themselves (d_k={d_k}), "
+            f"the context has N={N} features: it averages the keys themselves (d_k={d_k}), "
             "not the projected keys keys @ W_k.T"
         )
     if context_shape == (batch, length) and weights_shape == (batch, length):
@@ -425,9 +425,9 @@ def _additive_shape_hint(context_shape, weights_shape, info) -> str:
         return "drop the middle dimension of the context (.squeeze(1)): one context vector per row"
     if weights_shape == (batch, length, 1):
         return "drop the last dimension of the weights (.squeeze(-1)): one weight per key"
-    if weights_shape == (batch, length, h):
+    if weights_shape == (batch, length, N):
         return (
-            "each key gets one score: take the dot product with v over the h features, "
+            "each key gets one score: take the dot product with v over the N features, "
             "tanh(...) @ v, so the weights are (B, L)"
         )
     return ""
@@ -445,10 +445,10 @@ def _additive_error_hint(problem: str, case: Case) -> str:
     _additive_cases,
     _compare_additive,
     error_hint=_additive_error_hint,
-    shape_hint="query (B, d_q) = ({B}, {d_q}), W_q (h, d_q) = ({h}, {d_q}) and W_k (h, d_k) = ({h}, {d_k}) are "
-    "stored (out, in) like nn.Linear.weight, so W_q q for the batch is query @ W_q.T (B, h), W_k k_j "
-    "for all keys is keys @ W_k.T (B, L, h), and the two add after query_part.unsqueeze(1)",
-    summary="unequal B, L, d_q, d_k, h; padding masks; mask=None; a batch of one; a fully masked row",
+    shape_hint="query (B, d_q) = ({B}, {d_q}), W_q (N, d_q) = ({N}, {d_q}) and W_k (N, d_k) = ({N}, {d_k}) are "
+    "stored (out, in) like nn.Linear.weight, so W_q q for the batch is query @ W_q.T (B, N), W_k k_j "
+    "for all keys is keys @ W_k.T (B, L, N), and the two add after query_part.unsqueeze(1)",
+    summary="unequal B, L, d_q, d_k, N; padding masks; mask=None; a batch of one; a fully masked row",
 )
 def check_additive_attention(fn) -> bool:
     """Check ``fn(query, keys, W_q, W_k, v, mask) -> (context, weights)``, additive attention.
@@ -461,19 +461,19 @@ def check_additive_attention(fn) -> bool:
         context = Σ_j α_j k_j
 
     The weight matrices are stored like ``nn.Linear.weight``, as ``(out, in)``: ``W_q`` is
-    ``(h, d_q)``, so ``W_q q`` for a whole batch of queries is ``query @ W_q.T`` ``(B, h)``,
-    and ``W_k k_j`` for every key is ``keys @ W_k.T`` ``(B, L, h)``.
+    ``(N, d_q)``, so ``W_q q`` for a whole batch of queries is ``query @ W_q.T`` ``(B, N)``,
+    and ``W_k k_j`` for every key is ``keys @ W_k.T`` ``(B, L, N)``.
 
     ``mask`` is bool with ``True`` = may attend (e.g. real source tokens, False at padding),
     or ``None``: attend to every key. If a row's mask is all False, return zero weights and
     a zero context for that row, not NaN. Don't change the inputs in place.
 
     Shapes:
-        query: ``(B, d_q)``; keys: ``(B, L, d_k)``; W_q: ``(h, d_q)``; W_k: ``(h, d_k)``;
-        v: ``(h,)``; mask: ``(B, L)`` bool or None.
+        query: ``(B, d_q)``; keys: ``(B, L, d_k)``; W_q: ``(N, d_q)``; W_k: ``(N, d_k)``;
+        v: ``(N,)``; mask: ``(B, L)`` bool or None.
         returns: ``(context, weights)`` with context ``(B, d_k)`` and weights ``(B, L)``.
 
-    The cases have sizes that all differ (``B``, ``L``, ``d_q``, ``d_k``, ``h``), padding
+    The cases have sizes that all differ (``B``, ``L``, ``d_q``, ``d_k``, ``N``), padding
     masks, ``mask=None``, a batch of one, and, last, a fully masked row.
 
     Returns True if every case passed.
@@ -488,7 +488,7 @@ _STEP_ITEMS = ("logits", "hidden", "context", "weights")
 
 def _step_cases() -> list[Case]:
     specs = [(3, 4, 6, 10, 5, 7, 8, [5, 3, 1]), (2, 5, 4, 6, 6, 9, 3, [6, 6]), (1, 3, 5, 8, 4, 6, 7, None)]
-    cases = []  # B, E, H, A, S, V, h (the alignment network's width), source lengths
+    cases = []  # B, E, H, A, S, V, N (the alignment network's width), source lengths
     with torch.random.fork_rng():  # the learner's random state stays as it was
         torch.manual_seed(22)
         for batch, embed, hidden_size, annotation, length, vocab, width, lengths in specs:
@@ -509,11 +509,11 @@ def _step_cases() -> list[Case]:
             cases.append(
                 Case(
                     f"B={batch}, E={embed}, H={hidden_size}, A={annotation}, S={length}, V={vocab}, "
-                    f"h={width}; {padding}",
+                    f"N={width}; {padding}",
                     args=args,
                     arg_names=("embedded", "hidden", "annotations", "mask", "cell", "W_a", "U_a", "v_a", "W_o"),
                     expected=_bahdanau_step(*args),
-                    info=dict(B=batch, E=embed, H=hidden_size, A=annotation, S=length, V=vocab, h=width),
+                    info=dict(B=batch, E=embed, H=hidden_size, A=annotation, S=length, V=vocab, N=width),
                 )
             )
     return cases
@@ -543,7 +543,7 @@ def _bahdanau_step(
     with torch.no_grad():
         if query == "new":  # a Luong-order step: the GRU first (reading the embedding only), then attention
             return _bahdanau_step_luong_order(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o)
-        part = (hidden @ W_a.T).unsqueeze(1) + annotations @ U_a.T  # (B, S, h): W_a s_(i-1) + U_a h_j
+        part = (hidden @ W_a.T).unsqueeze(1) + annotations @ U_a.T  # (B, S, N): W_a s_(i-1) + U_a h_j
         squashed = part if squash == "none" else getattr(torch, squash)(part)
         scores = squashed @ v_a  # (B, S)
         weights = softmax_with(scores, mask, masking, dim=softmax_dim)  # (B, S)
@@ -651,20 +651,20 @@ def _first_wrong_item(got: dict, expected: dict, order: tuple, mask) -> str | No
 
 def _step_error_hint(problem: str, case: Case) -> str:
     info = case.info
-    E, H, A, h = info["E"], info["H"], info["A"], info["h"]
+    E, H, A, N = info["E"], info["H"], info["A"], info["N"]
     width = _inconsistent_input_size(problem)
     if width == H:
         return (
             "call the cell as cell(input, hidden): the input [E y_(i-1); c_i] first, the previous state s_(i-1) second"
         )
-    if width == E + h:
+    if width == E + N:
         return f"the context averages the annotations h_j themselves (A = {A} numbers), not the projected U_a h_j"
     if width is not None or ("mat1 and mat2" in problem and f"x{E}" in problem):
         return (
             f"the cell reads [E y_(i-1); c_i], E + A = {E + A} numbers: "
             "concatenate the embedding and the context before the GRU step"
         )
-    matrices = (("W_a", h, H, "hidden"), ("U_a", h, A, "annotations"))
+    matrices = (("W_a", N, H, "hidden"), ("U_a", N, A, "annotations"))
     for name, rows, columns, x in matrices:
         if f"x{columns} and {rows}x{columns})" in problem:
             return (
@@ -692,9 +692,9 @@ def _inconsistent_input_size(problem: str) -> int | None:
     _compare_step,
     error_hint=_step_error_hint,
     shape_hint="embedded (B, E) = ({B}, {E}), hidden (B, H) = ({B}, {H}), annotations (B, S, A) = ({B}, {S}, {A}), "
-    "W_a (h, H) = ({h}, {H}), U_a (h, A) = ({h}, {A}), v_a (h,), W_o (V, H + A + E) = "
+    "W_a (N, H) = ({N}, {H}), U_a (N, A) = ({N}, {A}), v_a (N,), W_o (V, H + A + E) = "
     "({V}, {H} + {A} + {E})",
-    summary="padding and no padding; B, E, H, A, S, V, h all different",
+    summary="padding and no padding; B, E, H, A, S, V, N all different",
 )
 def check_bahdanau_step(fn) -> bool:
     """Check ``fn(embedded, hidden, annotations, mask, cell, W_a, U_a, v_a, W_o)``, one step of Bahdanau et al.'s
@@ -712,7 +712,7 @@ def check_bahdanau_step(fn) -> bool:
 
     Shapes:
         embedded ``(B, E)``; hidden ``(B, H)``; annotations ``(B, S, A)``; mask ``(B, S)`` bool (True = a real
-        source position); W_a ``(h, H)``; U_a ``(h, A)``; v_a ``(h,)``; W_o ``(V, H + A + E)``.
+        source position); W_a ``(N, H)``; U_a ``(N, A)``; v_a ``(N,)``; W_o ``(V, H + A + E)``.
         returns: logits ``(B, V)``, hidden ``(B, H)``, context ``(B, A)``, weights ``(B, S)``.
 
     Returns True if every case passed.
