@@ -42,11 +42,11 @@ PASS_LINES = {
         "(B, T, L) scores, a causal mask, a fully masked row, scores near ±1000).\n"
     ),
     check_additive_attention: (
-        "✓ additive attention: all 5 cases passed (unequal B, L, d_q, d_k, h; padding "
+        "✓ additive attention: all 5 cases passed (unequal B, L, d_q, d_k, N; padding "
         "masks; mask=None; a batch of one; a fully masked row).\n"
     ),
     check_bahdanau_step: (
-        "✓ Bahdanau decoder step: all 3 cases passed (padding and no padding; B, E, H, A, S, V, h all different).\n"
+        "✓ Bahdanau decoder step: all 3 cases passed (padding and no padding; B, E, H, A, S, V, N all different).\n"
     ),
     check_luong_general_score: (
         "✓ Luong general score: all 5 cases passed (B, L, d_t, d_s all different in four cases; "

@@ -316,7 +316,11 @@ class PredictivePosition(nn.Module):
 
 
 class LocalPAttention(LuongAttention):
-    """Local-p attention: a window of ``2D + 1`` positions around a predicted centre ``p_t``.
+    """Local-p attention: the positions ``s`` with ``|s - p_t| <= D`` around a predicted centre ``p_t``.
+
+    The paper (§3.2) gives the window ``2D + 1`` entries; with a real-valued ``p_t``, as here, it
+    holds ``2D`` whole positions (``2D + 1`` only when ``p_t`` is a whole number), cut by the ends
+    of the source.
 
     ``a_t(s) = softmax over the window(score(h_t, h̄_s)) · exp(-(s - p_t)² / (2σ²))``, ``σ = D/2``; as in
     the paper the result is not renormalised (a row sums to at most 1). Lengths come from the mask.
