@@ -472,6 +472,19 @@ def test_batches_reshuffle_each_epoch_deterministically():
     assert first[0] != [ex.source for ex in examples]
 
 
+def test_batches_give_each_seed_its_own_epochs():
+    # with Random(seed + epoch), seed 0's second epoch was seed 1's first: runs that differ only
+    # in the seed saw the same orders, one epoch apart
+    examples = reversal_task(50, 1, 6, seed=0)
+    source_vocab, target_vocab = build_vocabs(examples)
+    epochs = {}
+    for seed in range(8):
+        batches = Batches(examples, source_vocab, target_vocab, batch_size=8, shuffle=True, seed=seed)
+        for epoch in range(12):
+            epochs[seed, epoch] = tuple(_sources_per_epoch(batches))
+    assert len(set(epochs.values())) == len(epochs)
+
+
 def test_batches_without_shuffle_keep_the_order():
     examples = reversal_task(20, 1, 6, seed=0)
     source_vocab, target_vocab = build_vocabs(examples)
@@ -540,3 +553,9 @@ def test_translation_alignment_points_every_letter_at_the_word_it_translates():
 
 def _word_of_each_character(text):
     return [word for word in text.split(" ") for _ in word + " "][: len(text)]
+
+
+def test_batches_with_a_negative_seed_is_an_error(tiny):
+    examples, source_vocab, target_vocab = tiny
+    with pytest.raises(ValueError, match=r"seed must be a non-negative int, got -1"):
+        Batches(examples, source_vocab, target_vocab, batch_size=4, shuffle=True, seed=-1)

@@ -385,7 +385,8 @@ class Batches:
         tgt_vocab: vocabulary of the targets.
         batch_size: number of examples per batch (>= 1).
         shuffle: reshuffle the examples at the start of each epoch.
-        seed: the seed of the first epoch's shuffle.
+        seed: names the stream of shuffles (>= 0): epoch k shuffles with
+            ``random.Random(seed * 2**64 + k)``, so no two seeds share an epoch's order.
 
     Raises:
         ValueError: if ``examples`` is empty or ``batch_size`` is not an int >= 1.
@@ -404,7 +405,7 @@ class Batches:
         seed: int = 0,
     ):
         checks.positive_int(batch_size=batch_size)
-        checks.integer(seed=seed)
+        checks.non_negative_int(seed=seed)
         self.examples = list(examples)
         if not self.examples:
             raise ValueError("Batches needs at least one example, got an empty list")
@@ -422,7 +423,9 @@ class Batches:
     def __iter__(self) -> Iterator[Batch]:
         order = list(range(len(self.examples)))
         if self.shuffle:
-            random.Random(self.seed + self.epoch).shuffle(order)
+            # not seed + epoch, which made seed s's epoch k+1 seed s+1's epoch k; and not
+            # seed * 2**32 + epoch, whose Mersenne-Twister key [k, s] seeds as [k] when s = k - 1
+            random.Random(self.seed * 2**64 + self.epoch).shuffle(order)
         self.epoch += 1
         return self._batches_in_order(order)
 
