@@ -2,7 +2,8 @@
 
 Every layer returns ``(output, weights)``. Masks are bool, ``True`` = may attend; a row with nothing to
 attend gets zero weights, never NaN. Letters: ``B`` batch, ``T`` queries, ``L`` keys, ``d_q``/``d_k``/``d_v``
-sizes, ``h`` a scorer's hidden size. Sections follow the chapters: Bahdanau, Luong, Vaswani et al.
+sizes, ``N`` a scorer's hidden size (``h`` is kept for heads). Sections follow the chapters: Bahdanau,
+Luong, Vaswani et al.
 """
 
 from __future__ import annotations
@@ -89,11 +90,11 @@ class AdditiveAttention(_Attention):
     on the query: :meth:`project_keys` computes it once per sentence.
 
     Args:
-        query_dim, key_dim: ``d_q``, ``d_k``. attention_dim: ``h``, the scorer's width (Bahdanau's hidden layer).
+        query_dim, key_dim: ``d_q``, ``d_k``. attention_dim: ``N``, the scorer's width (Bahdanau's hidden layer).
 
     Shapes:
         query ``(B, d_q)``, keys ``(B, L, d_k)``, values ``(B, L, d_v)``, mask ``(B, L)``,
-        projected_keys ``(B, L, h)`` -> (context ``(B, d_v)``, weights ``(B, L)``)
+        projected_keys ``(B, L, N)`` -> (context ``(B, d_v)``, weights ``(B, L)``)
     """
 
     def __init__(self, query_dim: int, key_dim: int, attention_dim: int) -> None:
@@ -105,7 +106,7 @@ class AdditiveAttention(_Attention):
         self.score_proj = nn.Linear(attention_dim, 1, bias=False)  # v
 
     def project_keys(self, keys: Tensor) -> Tensor:
-        """``W_k k_j`` for every key: ``(B, L, d_k) -> (B, L, h)``."""
+        """``W_k k_j`` for every key: ``(B, L, d_k) -> (B, L, N)``."""
         self.check(None, keys)
         return self.key_proj(keys)
 
@@ -119,8 +120,8 @@ class AdditiveAttention(_Attention):
     ) -> tuple[Tensor, Tensor]:
         self.check(query, keys, values, mask, projected_keys)
         values = keys if values is None else values  # (B, L, d_v)
-        projected_keys = self.key_proj(keys) if projected_keys is None else projected_keys  # (B, L, h)
-        projected_query = self.query_proj(query).unsqueeze(1)  # (B, d_q) -> (B, 1, h)
+        projected_keys = self.key_proj(keys) if projected_keys is None else projected_keys  # (B, L, N)
+        projected_query = self.query_proj(query).unsqueeze(1)  # (B, d_q) -> (B, 1, N)
         scores = self.score_proj(torch.tanh(projected_query + projected_keys)).squeeze(-1)  # (B, L, 1) -> (B, L)
         weights = masked_softmax(scores, mask)  # (B, L)
         context = (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, L) @ (B, L, d_v) -> (B, d_v)
@@ -188,15 +189,15 @@ class ConcatScore(nn.Module):
         super().__init__()
         self.query_dim = query_dim
         self.projected_size = attention_dim or query_dim
-        self.W_a = nn.Linear(query_dim + key_dim, self.projected_size, bias=False)  # weight (h, d_q + d_k)
+        self.W_a = nn.Linear(query_dim + key_dim, self.projected_size, bias=False)  # weight (N, d_q + d_k)
         self.v_a = nn.Linear(self.projected_size, 1, bias=False)
 
     def project_keys(self, keys: Tensor) -> Tensor:
-        return keys @ self.W_a.weight[:, self.query_dim :].T  # (B, L, d_k) @ (d_k, h) -> (B, L, h)
+        return keys @ self.W_a.weight[:, self.query_dim :].T  # (B, L, d_k) @ (d_k, N) -> (B, L, N)
 
     def forward(self, queries: Tensor, projected_keys: Tensor) -> Tensor:
-        query_part = queries @ self.W_a.weight[:, : self.query_dim].T  # (B, T, d_q) @ (d_q, h) -> (B, T, h)
-        hidden = torch.tanh(query_part.unsqueeze(2) + projected_keys.unsqueeze(1))  # (B, T, 1, h) + (B, 1, L, h)
+        query_part = queries @ self.W_a.weight[:, : self.query_dim].T  # (B, T, d_q) @ (d_q, N) -> (B, T, N)
+        hidden = torch.tanh(query_part.unsqueeze(2) + projected_keys.unsqueeze(1))  # (B, T, 1, N) + (B, 1, L, N)
         return self.v_a(hidden).squeeze(-1)  # (B, T, L, 1) -> (B, T, L)
 
 

@@ -1,7 +1,7 @@
 """Chapter 2: Bahdanau, Cho and Bengio (2015), "align and translate".
 
 A fresh context ``c_i`` for every output step, scored from the **previous** decoder state.
-Letters as in :mod:`attnbook.rnn`; ``h`` is the scorer's hidden size (``attention_dim``).
+Letters as in :mod:`attnbook.rnn`; ``N`` is the scorer's hidden size (``attention_dim``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class BahdanauState(NamedTuple):
     """What the decoder carries from step to step; all but ``hidden`` is computed once per sentence.
 
     Shapes:
-        annotations ``(B, S, A)`` = ``h_j``; projected_keys ``(B, S, h)`` = ``U_a h_j``;
+        annotations ``(B, S, A)`` = ``h_j``; projected_keys ``(B, S, N)`` = ``U_a h_j``;
         src_mask ``(B, S)`` bool or None (attend to padding too); hidden ``(B, H)`` = ``s_{i-1}``.
     """
 
@@ -44,7 +44,7 @@ class BahdanauDecoder(RNNDecoder):
 
     Args:
         vocab_size, embed_dim, hidden_size: ``V``, ``E``, ``H``. encoder_size: ``A``, an annotation's size.
-        attention_dim: ``h``, the scorer's hidden size (1000 in the paper). pad_id: padding id.
+        attention_dim: ``N``, the scorer's hidden size (1000 in the paper). pad_id: padding id.
 
     Shapes:
         start(annotations ``(B, S, A)``, final ``(B, A)``, src_mask ``(B, S)``) -> :class:`BahdanauState`;
@@ -77,7 +77,7 @@ class BahdanauDecoder(RNNDecoder):
             final=(final, "B A"),
             src_mask=(src_mask, "B S : bool"),
         )
-        projected_keys = self.attention.project_keys(annotations)  # U_a h_j, once per sentence: (B, S, h)
+        projected_keys = self.attention.project_keys(annotations)  # U_a h_j, once per sentence: (B, S, N)
         hidden = torch.tanh(self.init(final))  # s_0: (B, H)
         return BahdanauState(annotations, projected_keys, src_mask, hidden)
 
