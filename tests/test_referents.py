@@ -1,0 +1,86 @@
+"""Chapters 4-5's recorded experiments: the split, the measures, removing a head."""
+
+import pytest
+import torch
+
+from attnbook import tasks
+from attnbook.experiments import neighbours, referents
+
+
+def test_split_key_keeps_reorderings_out_of_the_test_set():
+    bag = lambda source: tuple(sorted(source.split()))  # noqa: E731
+    plain = tasks.sequence_splits(tasks.sense_task, 2000, 0, 500, seed=0)
+    keyed = tasks.sequence_splits(tasks.sense_task, 2000, 0, 500, seed=0, key=bag)
+    seen = {bag(e.source) for e in plain.train}
+    assert sum(bag(e.source) in seen for e in plain.test) > 100  # the flaw the key removes
+    seen = {bag(e.source) for e in keyed.train}
+    assert not any(bag(e.source) in seen for e in keyed.test)
+    assert keyed.train == plain.train  # the training draw does not change
+    assert referents.sense_splits().test == keyed.test
+
+
+def test_it_weights_counts_where_the_largest_weight_falls():
+    weights = torch.zeros(4, 11, 11)
+    weights[0, referents.IT, referents.ANIMAL] = 1.0  # "it" is the animal: right
+    weights[1, referents.IT, referents.ANIMAL] = 1.0  # "it" is the place: wrong
+    weights[2, referents.IT, referents.ADJECTIVE] = 1.0
+    weights[3, referents.IT, 0] = 1.0
+    found = referents.it_weights(weights, torch.tensor([True, False, True, False]))
+    assert found["top_right"] == found["top_wrong"] == found["top_adjective"] == found["top_other"] == 0.25
+    assert found["right"] == 0.25 and found["wrong"] == 0.25 and found["adjective"] == 0.25
+
+
+def test_weight_explained_by_the_referent_alone():
+    examples = tasks.referent_sentences()
+    weights = torch.zeros(len(examples), 11, 11)
+    for i, e in enumerate(examples):  # on the right noun: 0.9 for the animal, 0.2 for the place
+        at = referents.ANIMAL if e.target in tasks.ANIMALS else referents.PLACE
+        weights[i, referents.IT, at] = 0.9 if at == referents.ANIMAL else 0.2
+    found = referents.weight_explained(weights, examples)
+    assert found["r2_referent"] == pytest.approx(1.0)
+    assert found["r2_both"] == pytest.approx(1.0)
+    assert found["r2_nouns"] == pytest.approx(0.0, abs=1e-9)  # every noun pair is balanced
+
+
+def test_without_head_zeroes_one_head_and_restores_the_weights():
+    torch.manual_seed(0)
+    model = referents.Reader(20, num_heads=2)
+    ids = torch.randint(0, 20, (3, 11))
+    before = model.attention.out_proj.weight.detach().clone()
+    removed = referents.without_head(model, 1, ids)
+    assert torch.equal(model.attention.out_proj.weight, before)
+    with torch.no_grad():
+        model.attention.out_proj.weight[:, 8:] = 0.0
+        expected, _ = model(ids)
+    assert torch.allclose(removed, expected)
+
+
+def test_noun_head_is_the_head_that_stays_on_one_noun():
+    weights = torch.zeros(2, 2, 11, 11)
+    weights[:, 1, referents.IT, referents.PLACE] = 0.9  # head 2 reads the place in both sentences
+    weights[0, 0, referents.IT, referents.ADJECTIVE] = 1.0
+    weights[1, 0, referents.IT, referents.ANIMAL] = 1.0
+    assert referents.noun_head(weights, torch.tensor([True, False])) == (1, referents.PLACE)
+
+
+@pytest.mark.parametrize(
+    "run, arms",
+    [
+        (referents.sense_run, "'tagger'"),
+        (referents.referent_run, "'one layer', 'two layers'"),
+        (referents.heads_run, "'one head', 'two heads'"),
+        (neighbours.copy_run, "1 head, 2 heads"),
+    ],
+)
+def test_runs_name_their_arms(run, arms):
+    with pytest.raises(ValueError, match=f"unknown arm 'three'; the arms? (is|are) {arms}"):
+        run("three", 0)
+
+
+def test_both_neighbours_puts_left_then_right():
+    u = torch.arange(2 * 4 * 1.0).reshape(2, 4, 1)  # (N, T, 1)
+    assert both_neighbours_rows(u) == [[[0.0, 2.0], [1.0, 3.0]], [[4.0, 6.0], [5.0, 7.0]]]
+
+
+def both_neighbours_rows(u):
+    return neighbours.both_neighbours(u).tolist()
