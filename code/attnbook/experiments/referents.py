@@ -369,9 +369,11 @@ def heads_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
 
     Returns ``accuracy``, and the accuracy on sentences about the animal and about the place,
     with every head (``animal``, ``place``) and with one head removed (:func:`without_head`):
-    for one head, ``animal_without``/``place_without``; for two, the :func:`noun_head` removed
-    (``animal_without_noun``, ``place_without_noun``) or the other head
-    (``animal_without_other``, ``place_without_other``), and ``noun_is_animal``.
+    for one head, ``animal_without``/``place_without``. For two, ``noun_is_animal`` (whether the
+    :func:`noun_head` reads the animal), and the accuracy on the sentences whose referent is that
+    head's noun (``own``) and on the others (``other``), with the noun head removed
+    (``own_without_noun``, ``other_without_noun``) or the other head removed
+    (``own_without_other``, ``other_without_other``).
     """
     heads = {"one head": 1, "two heads": 2}.get(arm)
     if heads is None:
@@ -394,14 +396,15 @@ def heads_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
         removed = without_head(model, 0, ids)
         return dict(out, animal_without=right(removed, is_animal), place_without=right(removed, ~is_animal))
     noun, noun_at = noun_head(weights, is_animal)
+    own = is_animal if noun_at == ANIMAL else ~is_animal  # (N,): "it" is the noun head's noun
     without_noun, without_other = without_head(model, noun, ids), without_head(model, 1 - noun, ids)
     return dict(
         out,
         noun_is_animal=float(noun_at == ANIMAL),
-        animal_without_noun=right(without_noun, is_animal),
-        place_without_noun=right(without_noun, ~is_animal),
-        animal_without_other=right(without_other, is_animal),
-        place_without_other=right(without_other, ~is_animal),
+        own_without_noun=right(without_noun, own),
+        other_without_noun=right(without_noun, ~own),
+        own_without_other=right(without_other, own),
+        other_without_other=right(without_other, ~own),
     )
 
 
@@ -416,6 +419,7 @@ register(
         chapter="chapters/05_multi_head.ipynb",
         description="Chapter 5's reader (one multi-head attention layer with a residual connection, d_model 16) "
         "with one head and with two on the 'it' sentences, 60 passes: held-out accuracy on sentences about the "
-        "animal and about the place, with every head and with one head's output removed from W^O's input.",
+        "animal and about the place, with every head and with one head's output removed from W^O's input (for two "
+        "heads: on the sentences about the noun that one head reads, and on the others).",
     )
 )
