@@ -22,7 +22,15 @@ from attnbook.attention import MultiHeadAttention
 from attnbook.records import Experiment, register
 from attnbook.training import train_on_tensors
 
-__all__ = ["NeighbourReader", "copy_vectors", "both_neighbours", "neighbour_weights", "copy_run", "COPY_ARMS"]
+__all__ = [
+    "NeighbourReader",
+    "copy_vectors",
+    "both_neighbours",
+    "copy_loss",
+    "neighbour_weights",
+    "copy_run",
+    "COPY_ARMS",
+]
 
 #: The arms: (heads, d_model, nonlinear embedding, passes).
 COPY_ARMS = {

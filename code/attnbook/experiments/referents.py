@@ -41,6 +41,8 @@ __all__ = [
     "referent_vocab",
     "encode_referents",
     "it_weights",
+    "weight_explained",
+    "ReferentData",
     "referent_run",
     "without_head",
     "noun_head",
