@@ -5,7 +5,8 @@ letters (:data:`SMALL_REVERSAL`) and asks, one arm each against the model as wri
 vector too small (``room``: twice the state), is the model under-trained (``training``: four
 times the training strings, so four times the updates; ``passes``: four times the passes over
 the same strings, the same updates without new data), and does Sutskever et al.'s trick help
-(``reversed``: every source fed right to left)?
+(``reversed``: every source fed right to left)? Does the answer on room depend on the learning
+rate, chosen for the 128-number model (``written_slow``, ``room_slow``: both at half the rate)?
 :func:`bottleneck_run` trains one arm from one seed with
 :func:`~attnbook.experiments.length_experiment`; registered as the record ``bottleneck``
 (``./course experiments bottleneck``), which Chapter 1 reads. The chapter runs seed 0 of
@@ -18,7 +19,7 @@ their own stream, none of them a test string; ``length_experiment(extra_train=..
 
 from __future__ import annotations
 
-from attnbook.experiments.lengths import LengthResult, length_experiment
+from attnbook.experiments.lengths import LengthResult, length_experiment, symbol_accuracy_by_position
 from attnbook.records import Experiment, register
 from attnbook.rnn import Seq2Seq
 
@@ -42,7 +43,15 @@ BOTTLENECK_ARMS = {
     "room": "256 numbers (twice the state)",
     "training": "128 numbers, 4 x the training strings",
     "passes": "128 numbers, 4 x the passes (same strings)",
+    "written_slow": "128 numbers, source as written, half the learning rate (3.5e-3)",
+    "room_slow": "256 numbers, half the learning rate (3.5e-3)",
 }
+
+#: The learning rate of the two ``_slow`` arms: half of :data:`SMALL_REVERSAL`'s.
+SLOW_LR = 3.5e-3
+
+#: Output positions measured (teacher-forced, on the test strings of at least so many letters).
+POSITIONS = 10
 
 
 def plain_model(src_vocab_size: int, tgt_vocab_size: int, hidden_size: int = 128) -> Seq2Seq:
@@ -71,6 +80,10 @@ def bottleneck_run(arm: str, seed: int, **settings) -> LengthResult:
         return length_experiment(plain_model, **settings, extra_train=3 * settings["n_train"], seed=seed)
     if arm == "passes":
         return length_experiment(plain_model, **{**settings, "epochs": 4 * settings["epochs"]}, seed=seed)
+    if arm == "written_slow":
+        return length_experiment(plain_model, **{**settings, "lr": SLOW_LR}, seed=seed)
+    if arm == "room_slow":
+        return length_experiment(room_model, **{**settings, "lr": SLOW_LR}, seed=seed)
     raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(BOTTLENECK_ARMS)}")
 
 
@@ -87,14 +100,21 @@ def longest_reliable_length(by_length: dict[int, float], threshold: float = 0.5)
 def bottleneck_measures(result: LengthResult) -> dict:
     """A run's numbers: ``exact_match`` (all test strings), ``reliable_length``
     (:func:`longest_reliable_length`), ``train_loss`` (the last epoch's), ``length_<n>``,
-    the exact match at every source length ``n``, and ``symbols_<n>``, the per-symbol
-    accuracy there (:func:`~attnbook.experiments.symbol_accuracy_by_length`)."""
+    the exact match at every source length ``n``, ``symbols_<n>``, the per-symbol
+    accuracy there (:func:`~attnbook.experiments.symbol_accuracy_by_length`), and
+    ``position_<i>``, the teacher-forced per-symbol accuracy at output position ``i`` (1 to
+    :data:`POSITIONS`) on the test strings of at least :data:`POSITIONS` letters
+    (:func:`~attnbook.experiments.symbol_accuracy_by_position`)."""
+    by_position = symbol_accuracy_by_position(
+        result.model, result.test_examples, *result.vocabs, positions=POSITIONS, min_length=POSITIONS
+    )
     return dict(
         exact_match=result.exact_match,
         reliable_length=longest_reliable_length(result.by_length),
         train_loss=result.history["train_loss"][-1],
         **{f"length_{n}": accuracy for n, accuracy in sorted(result.by_length.items())},
         **{f"symbols_{n}": accuracy for n, accuracy in sorted(result.symbols_by_length.items())},
+        **{f"position_{i}": accuracy for i, accuracy in enumerate(by_position, start=1)},
     )
 
 
@@ -109,7 +129,8 @@ register(
         chapter="chapters/01_seq2seq.ipynb",
         description="Chapter 1's one-directional GRU encoder-decoder on reversing 3 to 12 letters: as written, "
         "with the source reversed, with twice the state, with four times the training strings, and with four "
-        "times the passes over the same strings; exact match overall and by length, per-symbol accuracy by "
-        "length, after four epochs (sixteen for the last arm).",
+        "times the passes over the same strings, and the first and third at half the learning rate; exact match "
+        "overall and by length, per-symbol accuracy by length and (teacher-forced) by output position on strings of "
+        "10 letters or more, after four epochs (sixteen for the passes arm).",
     )
 )
