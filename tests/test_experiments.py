@@ -325,3 +325,22 @@ def test_previous_query_decoder_scores_from_the_state_before_the_step():
             projected_keys=state.projected_keys,
         )
     assert (from_current - out.weights).abs().max() > 1e-5  # the step-by-step check holds to 1e-6
+
+
+def test_wa_rate_arms_train_general_with_a_slower_W_a():
+    from attnbook.experiments import translation
+
+    for arm, factor in translation.WA_RATE_FACTORS.items():
+        torch.manual_seed(0)
+        model = translation.translation_model(arm)
+        torch.manual_seed(0)
+        general = translation.translation_model("general")
+        assert all(torch.equal(a, b) for a, b in zip(model.parameters(), general.parameters()))
+        groups = translation._parameter_groups(model, arm, lr=1e-2)
+        W_a = model.decoder.attention.scorer.W_a.weight
+        assert sum(len(group["params"]) for group in groups) == len(list(model.parameters()))
+        if factor == 1.0:
+            assert len(groups) == 1
+        else:
+            assert groups[1]["params"] == [W_a] and groups[1]["lr"] == pytest.approx(factor * 1e-2)
+            assert all(p is not W_a for p in groups[0]["params"])

@@ -28,6 +28,7 @@ from attnbook.training import count_parameters, evaluate, fit
 __all__ = [
     "TRANSLATION_ARMS",
     "CONTROL_ARMS",
+    "WA_RATE_ARMS",
     "PreviousQueryDecoder",
     "TranslationData",
     "translation_data",
@@ -58,6 +59,15 @@ CONTROL_ARMS = {
     "frozen": "Luong general, W_a fixed at I",
     "previous": "Luong concat, queried by h_{t-1}",
 }
+
+#: A control recorded apart (``luong_wa_rate``): ``general`` from the same seed, with Adam's
+#: learning rate for ``W_a`` alone scaled by a factor (every other weight at the usual rate).
+WA_RATE_ARMS = {
+    "general": "Luong general (as in luong_scores)",
+    "W_a at 0.3x": "Luong general, W_a's learning rate 0.3 times the rest's",
+    "W_a at 0.1x": "Luong general, W_a's learning rate 0.1 times the rest's",
+}
+WA_RATE_FACTORS = {"general": 1.0, "W_a at 0.3x": 0.3, "W_a at 0.1x": 0.1}
 
 
 class PreviousQueryDecoder(LuongDecoder):
@@ -106,6 +116,8 @@ def translation_data() -> TranslationData:
 def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
     """A fresh model of one of :data:`TRANSLATION_ARMS` for :func:`translation_data`'s vocabularies."""
     src, tgt = len(translation_data().src_vocab), len(translation_data().tgt_vocab)
+    if arm in WA_RATE_FACTORS:  # the same model as general; only its optimizer differs
+        arm = "general"
     if arm in ("identity", "frozen"):
         model = translation_model("general")
         W_a = model.decoder.attention.scorer.W_a.weight
@@ -166,7 +178,7 @@ def translation_run(
     model = translation_model(arm)
     train = Batches(data.splits.train, data.src_vocab, data.tgt_vocab, batch_size, shuffle=True, seed=seed)
     valid = Batches(data.splits.valid, data.src_vocab, data.tgt_vocab, batch_size=500)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)  # what fit would make
+    optimizer = torch.optim.Adam(_parameter_groups(model, arm, lr), lr=lr, foreach=True)  # what fit would make
     measures: dict = {}
     for done in range(1, passes + 1):
         fit(model, train, optimizer=optimizer, epochs=1)
@@ -177,6 +189,17 @@ def translation_run(
             measures.setdefault(key, []).append(value)
     measures["parameters"] = count_parameters(model)
     return TranslationRun(model, measures)
+
+
+def _parameter_groups(model: nn.Module, arm: str, lr: float) -> list[dict]:
+    """One group at ``lr``; for the arms of :data:`WA_RATE_FACTORS` but ``general``, ``W_a`` in a
+    group of its own at the arm's factor times ``lr``."""
+    factor = WA_RATE_FACTORS.get(arm, 1.0)
+    if factor == 1.0:
+        return [{"params": list(model.parameters())}]
+    W_a = model.decoder.attention.scorer.W_a.weight
+    rest = [parameter for parameter in model.parameters() if parameter is not W_a]
+    return [{"params": rest}, {"params": [W_a], "lr": factor * lr}]
 
 
 def alignment_letters(model: nn.Module, examples: list[Example]) -> list[dict]:
@@ -270,6 +293,22 @@ register(
         "controls: general with W_a starting at or fixed at the identity, concat queried by h_{t-1}) with one "
         "encoder on the toy translation task; exact "
         "match, loss and where the models look, after every pass.",
+    )
+)
+
+
+register(
+    Experiment(
+        name="luong_wa_rate",
+        run=lambda arm, seed, **settings: translation_run(arm, seed, **settings).measures,
+        arms=tuple(WA_RATE_ARMS),
+        seeds=tuple(range(8)),
+        settings=dict(passes=12, lr=1e-2, batch_size=32),
+        replay=dict(arm="W_a at 0.1x", seed=0, passes=1),
+        chapter="chapters/03_luong.ipynb",
+        description="A control for Chapter 3's general score: the same model, seeds, batches and settings as "
+        "luong_scores' general (recorded again here, so the two records can be checked equal), with W_a's "
+        "learning rate alone at 0.3 and 0.1 times the rest's; the same measures after every pass.",
     )
 )
 
