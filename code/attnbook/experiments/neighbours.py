@@ -7,7 +7,8 @@ attention head delivers one weighted average of its inputs' values; if the value
 of ``alpha a + (1 - alpha) b`` loses half the variance (error 0.5), whatever alpha. The arms
 test that derivation's reach: one head or two, as written (a linear embedding, d_model 16),
 trained twice as long, twice as wide, and with a *nonlinear* embedding (8 -> 64 -> d_model,
-so the values need not be linear in the inputs) at three widths.
+so the values need not be linear in the inputs) at three widths; and two of them trained three
+times as long (18 passes).
 Registered as the record ``neighbour_copy``; every seed trains on the same vectors (drawn
 from seed 1, as in the chapter), the seed draws the initial weights and the batch order.
 """
@@ -42,6 +43,8 @@ COPY_ARMS = {
     "1 head, nonlinear, d_model 32": (1, 32, True, 6),
     "1 head, nonlinear, d_model 64": (1, 64, True, 6),
     "2 heads, nonlinear, d_model 16": (2, 16, True, 6),
+    "1 head, 18 passes": (1, 16, False, 18),
+    "1 head, nonlinear, d_model 64, 18 passes": (1, 64, True, 18),
 }
 
 
@@ -125,6 +128,7 @@ register(
         description="Chapter 5's neighbour reader on copying both neighbours' 8-number vectors (20 000 sequences "
         "of 8 to train on, 2 000 held out), 6 passes: one head or two, with a linear embedding as in the chapter, "
         "one head trained 12 passes or twice as wide, and with a nonlinear embedding (8 -> 64 -> d_model) at "
-        "widths 16, 32 and 64; the held-out mean squared error and each head's weight on the two neighbours.",
+        "widths 16, 32 and 64; one head as written and nonlinear at width 64 also after 18 passes; the held-out mean "
+        "squared error and each head's weight on the two neighbours.",
     )
 )

@@ -372,7 +372,10 @@ def heads_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
     Returns ``accuracy``, and the accuracy on sentences about the animal and about the place,
     with every head (``animal``, ``place``) and with one head removed (:func:`without_head`):
     for one head, ``animal_without``/``place_without``. For two, ``noun_is_animal`` (whether the
-    :func:`noun_head` reads the animal), and the accuracy on the sentences whose referent is that
+    :func:`noun_head`, found on the training sentences, reads the animal); the mean weight from
+    "it" of the noun head on its noun and of the other head on the adjective, in the held-out
+    sentences whose referent is that noun (``noun_on_noun_own``, ``other_on_adjective_own``) and
+    in the others (``..._other``); and the accuracy on the sentences whose referent is that
     head's noun (``own``) and on the others (``other``), with the noun head removed
     (``own_without_noun``, ``other_without_noun``) or the other head removed
     (``own_without_other``, ``other_without_other``).
@@ -397,12 +400,22 @@ def heads_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
     if heads == 1:
         removed = without_head(model, 0, ids)
         return dict(out, animal_without=right(removed, is_animal), place_without=right(removed, ~is_animal))
-    noun, noun_at = noun_head(weights, is_animal)
+    train_ids, train_referents = data.train
+    with torch.no_grad():
+        _, train_weights = model(train_ids)
+    # the heads' roles are found on the training sentences, the removals scored on the held-out ones
+    noun, noun_at = noun_head(train_weights, train_referents == train_ids[:, ANIMAL])
+    other = 1 - noun
     own = is_animal if noun_at == ANIMAL else ~is_animal  # (N,): "it" is the noun head's noun
-    without_noun, without_other = without_head(model, noun, ids), without_head(model, 1 - noun, ids)
+    from_it = weights[:, :, IT]  # (N, H, T)
+    without_noun, without_other = without_head(model, noun, ids), without_head(model, other, ids)
     return dict(
         out,
         noun_is_animal=float(noun_at == ANIMAL),
+        noun_on_noun_own=from_it[own, noun, noun_at].mean().item(),
+        noun_on_noun_other=from_it[~own, noun, noun_at].mean().item(),
+        other_on_adjective_own=from_it[own, other, ADJECTIVE].mean().item(),
+        other_on_adjective_other=from_it[~own, other, ADJECTIVE].mean().item(),
         own_without_noun=right(without_noun, own),
         other_without_noun=right(without_noun, ~own),
         own_without_other=right(without_other, own),
