@@ -2,11 +2,11 @@
 
 The setting is :data:`~attnbook.experiments.REVERSAL_BENCHMARK` (5 000 strings of 3 to 30
 letters, 1 400 test strings, learning rate 7e-3) with a seed for the strings, the initial
-weights and the batch order. Six models, each trained eight epochs and measured after every
+weights and the batch order. Four models, each trained eight epochs and measured after every
 one (the value after epoch 4 is the benchmark's four-epoch run): Chapter 1's one-directional
-plain model and the same with twice the state, each also at half the learning rate, and
-Chapter 2's plain model and attention model, which share one bidirectional encoder. Measures
-per epoch: exact match overall, and exact match and per-symbol accuracy at every source length.
+plain model, the same with twice the state, and Chapter 2's plain model and attention model,
+which share one bidirectional encoder. Measures per epoch: exact match overall, and exact
+match and per-symbol accuracy at every source length.
 """
 
 from __future__ import annotations
@@ -45,12 +45,7 @@ REVERSAL_ARMS = {
     "one_way_room": "plain, one direction of 256 (twice Chapter 1's state)",
     "plain": "plain, bidirectional 2 x 64 (Chapter 2)",
     "attention": "Bahdanau attention, the same encoder",
-    "one_way_slow": "plain, one direction of 128, half the learning rate (3.5e-3)",
-    "one_way_room_slow": "plain, one direction of 256, half the learning rate (3.5e-3)",
 }
-
-#: The learning rate of the two ``_slow`` arms: half the benchmark's.
-SLOW_LR = 3.5e-3
 
 
 def bidirectional_plain_model(src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
@@ -132,8 +127,6 @@ FACTORIES = {
     "one_way_room": room_model,
     "plain": bidirectional_plain_model,
     "attention": attention_model,
-    "one_way_slow": plain_model,
-    "one_way_room_slow": room_model,
 }
 
 
@@ -149,8 +142,6 @@ def reversal_run(arm: str, seed: int, epochs: int = 8) -> dict:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(REVERSAL_ARMS)}")
     factory = FACTORIES[arm]
     settings = {**REVERSAL_BENCHMARK, "seed": seed, "epochs": epochs}
-    if arm.endswith("_slow"):
-        settings["lr"] = SLOW_LR
     on_epoch = _diagonal_measures if arm == "attention" else _position_measures
     result = length_experiment(factory, every_epoch=True, on_epoch=on_epoch, **settings)
     measures = dict(exact_match=[point["exact_match"] for point in result.curve])
@@ -173,8 +164,8 @@ register(
         replay=dict(arm="plain", seed=0, epochs=1),
         chapter="chapters/02_bahdanau.ipynb",
         description="Reversing 3 to 30 letters (REVERSAL_BENCHMARK's strings, one draw per seed): Chapter 1's "
-        "one-directional plain model and the same with twice the state (each also at half the learning rate), "
-        "Chapter 2's plain and attention models with one bidirectional encoder; "
+        "one-directional plain model and the same with twice the state, Chapter 2's plain and attention models "
+        "with one bidirectional encoder; "
         "exact match overall and by length, per-symbol accuracy by length and by output position (strings of 20 "
         "letters or more), after every one of eight epochs; for "
         "the attention model, its weight on and beside the letter each output letter copies (20-letter strings).",
