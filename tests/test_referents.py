@@ -16,7 +16,16 @@ def test_split_key_keeps_reorderings_out_of_the_test_set():
     seen = {bag(e.source) for e in keyed.train}
     assert not any(bag(e.source) in seen for e in keyed.test)
     assert keyed.train == plain.train  # the training draw does not change
-    assert referents.sense_splits().test == keyed.test
+
+
+def test_sense_splits_hold_out_whole_triples_of_context_words():
+    splits = referents.sense_splits(n_train=2000, n_test=500, seed=0)
+    assert (len(splits.train), len(splits.test)) == (2000, 500)
+    seen = {referents.sense_triple(e.source) for e in splits.train}
+    held = {referents.sense_triple(e.source) for e in splits.test}
+    assert not seen & held
+    assert len(held) == round(0.2 * 112) and len(seen) == 112 - len(held)
+    assert referents.sense_triple("cave bat the night flew a") == ("cave", "flew", "night")
 
 
 def test_it_weights_counts_where_the_largest_weight_falls():

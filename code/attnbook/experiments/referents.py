@@ -1,9 +1,9 @@
 """Chapters 4 and 5's recorded experiments on word-level sentences.
 
 - ``senses`` (Chapter 4, Experiment 1): one self-attention layer tags "bat" as an animal or a
-  piece of sport equipment from its context. The held-out sentences are never a reordering of
-  a training sentence (:func:`sense_splits`), since an order-blind model reads a reordering
-  exactly as the original.
+  piece of sport equipment from its context. The held-out sentences use triples of sense words
+  that no training sentence uses (:func:`sense_splits`): the tag of "bat" depends on those three
+  words alone, and an order-blind model reads a reordering exactly as the original.
 - ``referents`` (Chapter 4, Experiment 2): one- and two-layer models name what "it" refers to
   in "the <animal> didn't cross the <place> because it was too <adjective>"; where the last
   layer's weight from "it" goes, and what explains it.
@@ -17,6 +17,7 @@ weights and the order of the batches.
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import NamedTuple
 
@@ -34,6 +35,7 @@ __all__ = [
     "TinySelfAttention",
     "Reader",
     "sense_splits",
+    "sense_triple",
     "sense_vocab",
     "encode_senses",
     "sense_run",
@@ -108,14 +110,36 @@ class Reader(nn.Module):
 # ---------------------------------------------------------------------------------- senses
 
 
-def _bag(source: str) -> tuple[str, ...]:
-    return tuple(sorted(source.split()))
+def sense_triple(source: str) -> tuple[str, ...]:
+    """The three context words of a sense-task sentence, sorted: what decides the tag of "bat"."""
+    context = {*tasks.BAT_CONTEXT["animal"], *tasks.BAT_CONTEXT["sport"]}
+    return tuple(sorted(word for word in source.split() if word in context))
+
+
+#: The share of the sense task's context triples (2 x C(8, 3) = 112) held out for testing.
+HELD_OUT_TRIPLES = 0.2
 
 
 def sense_splits(n_train: int = 2000, n_test: int = 500, seed: int = 0) -> Splits:
-    """Sense-task sentences; no held-out sentence uses the same words as a training sentence
-    (in any order), so none can be solved by having seen it."""
-    return tasks.sequence_splits(tasks.sense_task, n_train, 0, n_test, seed=seed, key=_bag)
+    """Sense-task sentences split by their context words: a fifth of the 112 possible triples of
+    sense words (drawn with ``seed``) occur only in the test sentences, so no held-out sentence
+    can be tagged by having seen its context words together with "bat" in training."""
+    triples = sorted(
+        tuple(sorted(words))
+        for sense in sorted(tasks.BAT_CONTEXT)
+        for words in itertools.combinations(tasks.BAT_CONTEXT[sense], 3)
+    )
+    held_out = set(random.Random(seed).sample(triples, round(HELD_OUT_TRIPLES * len(triples))))
+    train: list[Example] = []
+    test: list[Example] = []
+    draw = 0
+    while len(train) < n_train or len(test) < n_test:
+        for example in tasks.sense_task(1000, seed=seed * 1000 + draw):
+            split = test if sense_triple(example.source) in held_out else train
+            if len(split) < (n_test if split is test else n_train):
+                split.append(example)
+        draw += 1
+    return Splits(train, [], test)
 
 
 def sense_vocab() -> Vocab:
@@ -179,7 +203,7 @@ register(
         replay=dict(arm="tagger", seed=0),
         chapter="chapters/04_self_attention.ipynb",
         description="Chapter 4's one-layer self-attention tagger on the 'bat' sentences (2 000 to train on, 500 "
-        "held out, none of them a reordering of a training sentence), 30 passes: how often the sense of 'bat' is "
+        "held out, whose triples of sense words no training sentence uses), 30 passes: how often the sense of 'bat' is "
         "right, where its weight goes, and how alike its outputs are within and across senses.",
     )
 )
@@ -241,7 +265,9 @@ def it_weights(weights: Tensor, is_animal: Tensor) -> dict:
 
     Returns the mean weight on the ``right`` noun, the ``wrong`` noun and the ``adjective``, and
     the share of sentences whose largest weight falls on each of them (``top_right``,
-    ``top_wrong``, ``top_adjective``) or elsewhere (``top_other``).
+    ``top_wrong``, ``top_adjective``) or elsewhere (``top_other``), and the first and third of
+    these separately over the sentences about the animal and about the place
+    (``top_right_animal``, ``top_adjective_place``, ...).
     """
     rows = weights[:, IT]  # (N, T)
     every = torch.arange(len(rows))
@@ -249,6 +275,10 @@ def it_weights(weights: Tensor, is_animal: Tensor) -> dict:
     wrong_at = torch.where(is_animal, PLACE, ANIMAL)
     top = rows.argmax(-1)
     top_right, top_wrong, top_adjective = (top == right_at), (top == wrong_at), (top == ADJECTIVE)
+    by_kind = {}
+    for kind, chosen in (("animal", is_animal), ("place", ~is_animal)):
+        by_kind[f"top_right_{kind}"] = top_right[chosen].float().mean().item()
+        by_kind[f"top_adjective_{kind}"] = top_adjective[chosen].float().mean().item()
     return dict(
         right=rows[every, right_at].mean().item(),
         wrong=rows[every, wrong_at].mean().item(),
@@ -257,6 +287,7 @@ def it_weights(weights: Tensor, is_animal: Tensor) -> dict:
         top_wrong=top_wrong.float().mean().item(),
         top_adjective=top_adjective.float().mean().item(),
         top_other=(~(top_right | top_wrong | top_adjective)).float().mean().item(),
+        **by_kind,
     )
 
 
