@@ -162,7 +162,9 @@ def sense_run(arm: str, seed: int, epochs: int = 30, d_model: int = 16) -> dict:
     Returns ``bat_accuracy`` (the sense of "bat" right), ``tag_accuracy`` (every tag),
     ``context_weight`` (the mean weight from "bat" on the three words of its sense),
     ``self_weight`` (on itself), ``cosine_same`` and ``cosine_different`` (the mean cosine
-    similarity of two outputs at "bat" from sentences of the same and of different senses).
+    similarity of two outputs at "bat" from sentences of the same and of different senses), and
+    the context and self weights separately over the sentences of each sense
+    (``context_weight_animal``, ``self_weight_sport``, ...).
     """
     if arm != "tagger":
         raise ValueError(f"unknown arm {arm!r}; the arm is 'tagger'")
@@ -183,7 +185,13 @@ def sense_run(arm: str, seed: int, epochs: int = 30, d_model: int = 16) -> dict:
     senses = y_test[is_bat]
     same = senses[:, None] == senses[None, :]
     others = ~torch.eye(len(unit), dtype=torch.bool)
+    by_sense = {}
+    for sense, tag in (("animal", TAGS["A"]), ("sport", TAGS["S"])):
+        chosen = senses == tag  # (N,): the sentences of this sense
+        by_sense[f"context_weight_{sense}"] = (bat_row * sense_words)[chosen].sum(-1).mean().item()
+        by_sense[f"self_weight_{sense}"] = weights[is_bat.unsqueeze(-1) & is_bat.unsqueeze(-2)][chosen].mean().item()
     return dict(
+        **by_sense,
         bat_accuracy=(logits.argmax(-1)[is_bat] == y_test[is_bat]).float().mean().item(),
         tag_accuracy=(logits.argmax(-1) == y_test).float().mean().item(),
         context_weight=(bat_row * sense_words).sum(-1).mean().item(),
