@@ -6,7 +6,8 @@ vector too small (``room``: twice the state), is the model under-trained (``trai
 times the training strings, so four times the updates; ``passes``: four times the passes over
 the same strings, the same updates without new data), and does Sutskever et al.'s trick help
 (``reversed``: every source fed right to left)? Does the answer on room depend on the learning
-rate, chosen for the 128-number model (``written_slow``, ``room_slow``: both at half the rate)?
+rate, the benchmark's (set for Chapter 1's first model, not chosen on held-out strings for
+either size; ``written_slow``, ``room_slow``: both at half the rate)?
 :func:`bottleneck_run` trains one arm from one seed with
 :func:`~attnbook.experiments.length_experiment`; registered as the record ``bottleneck``
 (``./course experiments bottleneck``), which Chapter 1 reads. The chapter runs seed 0 of
