@@ -93,3 +93,10 @@ def test_both_neighbours_puts_left_then_right():
 
 def both_neighbours_rows(u):
     return neighbours.both_neighbours(u).tolist()
+
+
+def test_sense_splits_hold_out_as_many_triples_of_each_sense():
+    test = referents.sense_splits().test
+    held = {referents.sense_triple(e.source) for e in test}
+    animal = {triple for triple in held if triple[0] in tasks.BAT_CONTEXT["animal"]}
+    assert len(animal) == len(held) - len(animal) == 11

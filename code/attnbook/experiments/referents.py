@@ -116,20 +116,19 @@ def sense_triple(source: str) -> tuple[str, ...]:
     return tuple(sorted(word for word in source.split() if word in context))
 
 
-#: The share of the sense task's context triples (2 x C(8, 3) = 112) held out for testing.
+#: The share of each sense's context triples (C(8, 3) = 56 per sense) held out for testing.
 HELD_OUT_TRIPLES = 0.2
 
 
 def sense_splits(n_train: int = 2000, n_test: int = 500, seed: int = 0) -> Splits:
-    """Sense-task sentences split by their context words: a fifth of the 112 possible triples of
-    sense words (drawn with ``seed``) occur only in the test sentences, so no held-out sentence
-    can be tagged by having seen its context words together with "bat" in training."""
-    triples = sorted(
-        tuple(sorted(words))
-        for sense in sorted(tasks.BAT_CONTEXT)
-        for words in itertools.combinations(tasks.BAT_CONTEXT[sense], 3)
-    )
-    held_out = set(random.Random(seed).sample(triples, round(HELD_OUT_TRIPLES * len(triples))))
+    """Sense-task sentences split by their context words: a fifth of each sense's 56 possible
+    triples of sense words (11 per sense, drawn with ``seed``) occur only in the test sentences,
+    so no held-out sentence can be tagged by having seen its context words together with "bat"
+    in training."""
+    rng, held_out = random.Random(seed), set()
+    for sense in sorted(tasks.BAT_CONTEXT):  # the same number of held-out triples for each sense
+        triples = sorted(tuple(sorted(words)) for words in itertools.combinations(tasks.BAT_CONTEXT[sense], 3))
+        held_out.update(rng.sample(triples, round(HELD_OUT_TRIPLES * len(triples))))
     train: list[Example] = []
     test: list[Example] = []
     draw = 0
