@@ -100,3 +100,13 @@ def test_sense_splits_hold_out_as_many_triples_of_each_sense():
     held = {referents.sense_triple(e.source) for e in test}
     animal = {triple for triple in held if triple[0] in tasks.BAT_CONTEXT["animal"]}
     assert len(animal) == len(held) - len(animal) == 11
+
+
+def test_per_position_linear_applies_its_own_map_at_each_position():
+    torch.manual_seed(0)
+    layer = neighbours.PerPositionLinear(3, 4, length=5)
+    x = torch.randn(2, 5, 3)
+    out = layer(x)
+    assert out.shape == (2, 5, 4)
+    assert torch.allclose(out[:, 2], layer.maps[2](x[:, 2]))
+    assert not torch.allclose(layer.maps[0](x[:, 2]), out[:, 2])
