@@ -29,6 +29,7 @@ __all__ = [
     "both_neighbours",
     "copy_loss",
     "neighbour_weights",
+    "train_copier",
     "copy_run",
     "COPY_ARMS",
     "POSITIONAL_ARMS",
@@ -116,13 +117,20 @@ class PerPositionLinear(nn.Module):
 POSITIONAL_ARMS = {"1 head": (1, 16, False, 6), "1 head, per-position embedding": (1, 16, "positional", 6)}
 
 
-def copy_run(arm: str, seed: int, lr: float = 5e-3, batch_size: int = 128) -> dict:
-    """Train one of :data:`COPY_ARMS` (or :data:`POSITIONAL_ARMS`) from ``seed``; its held-out
-    ``error`` and, per head ``i``, ``left_i`` and ``right_i`` (:func:`neighbour_weights`)."""
-    arms = {**COPY_ARMS, **POSITIONAL_ARMS}
-    if arm not in arms:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(arms)}")
-    heads, d_model, embedding, passes = arms[arm]
+def train_copier(
+    heads: int,
+    d_model: int = 16,
+    embedding: bool | str = False,
+    passes: int = 6,
+    seed: int = 0,
+    lr: float = 5e-3,
+    batch_size: int = 128,
+) -> tuple[NeighbourReader, float, list[tuple[float, float]]]:
+    """Build a :class:`NeighbourReader` from ``seed`` and train it to copy both neighbours of
+    :func:`copy_vectors`. ``embedding``: ``False`` a shared ``nn.Linear(8, d_model)``, ``True``
+    8 -> 64 -> ReLU -> ``d_model``, ``"positional"`` a :class:`PerPositionLinear`.
+
+    Returns the model, its held-out error and :func:`neighbour_weights`."""
     train, test = copy_vectors()
     torch.manual_seed(seed)
     if embedding == "positional":
@@ -135,8 +143,20 @@ def copy_run(arm: str, seed: int, lr: float = 5e-3, batch_size: int = 128) -> di
     train_on_tensors(model, train, both_neighbours(train), copy_loss, passes, lr=lr, batch_size=batch_size, seed=seed)
     with torch.no_grad():
         outputs, weights = model(test)
-    out = dict(error=copy_loss(outputs, both_neighbours(test)).item())
-    for head, (left, right) in enumerate(neighbour_weights(weights), start=1):
+    return model, copy_loss(outputs, both_neighbours(test)).item(), neighbour_weights(weights)
+
+
+def copy_run(arm: str, seed: int, lr: float = 5e-3, batch_size: int = 128) -> dict:
+    """Train one of :data:`COPY_ARMS` (or :data:`POSITIONAL_ARMS`) from ``seed``
+    (:func:`train_copier`); its held-out ``error`` and, per head ``i``, ``left_i`` and
+    ``right_i`` (:func:`neighbour_weights`)."""
+    arms = {**COPY_ARMS, **POSITIONAL_ARMS}
+    if arm not in arms:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(arms)}")
+    heads, d_model, embedding, passes = arms[arm]
+    _, error, sides = train_copier(heads, d_model, embedding, passes, seed, lr, batch_size)
+    out = dict(error=error)
+    for head, (left, right) in enumerate(sides, start=1):
         out[f"left_{head}"], out[f"right_{head}"] = left, right
     return out
 
