@@ -7,17 +7,6 @@ from attnbook import tasks
 from attnbook.experiments import neighbours, referents
 
 
-def test_split_key_keeps_reorderings_out_of_the_test_set():
-    bag = lambda source: tuple(sorted(source.split()))  # noqa: E731
-    plain = tasks.sequence_splits(tasks.sense_task, 2000, 0, 500, seed=0)
-    keyed = tasks.sequence_splits(tasks.sense_task, 2000, 0, 500, seed=0, key=bag)
-    seen = {bag(e.source) for e in plain.train}
-    assert sum(bag(e.source) in seen for e in plain.test) > 100  # the flaw the key removes
-    seen = {bag(e.source) for e in keyed.train}
-    assert not any(bag(e.source) in seen for e in keyed.test)
-    assert keyed.train == plain.train  # the training draw does not change
-
-
 def test_sense_splits_hold_out_whole_triples_of_context_words():
     splits = referents.sense_splits(n_train=2000, n_test=500, seed=0)
     assert (len(splits.train), len(splits.test)) == (2000, 500)

@@ -17,7 +17,7 @@ state, so the same seed gives the same data on every machine.
 import datetime
 import random
 import string
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from attnbook import _checks as checks
 from attnbook.data import Example, Splits
@@ -349,7 +349,6 @@ def sequence_splits(
     n_test: int,
     seed: int = 0,
     exclude: Iterable[str] = (),
-    key: Callable[[str], Hashable] | None = None,
     **task_kwargs,
 ) -> Splits:
     """Train, validation and test sets of a task, with no source string in two splits.
@@ -367,8 +366,6 @@ def sequence_splits(
         n_test: number of test examples.
         seed: seed of the random draws.
         exclude: sources that no split may hold (e.g. another split's test strings).
-        key: what makes two sources the same (default: the string itself); e.g. the sorted
-            words, so that no split holds a reordering of another split's sentence.
         **task_kwargs: passed on to ``task_fn``, e.g. ``min_length=5, max_length=15``.
 
     Returns:
@@ -384,12 +381,11 @@ def sequence_splits(
     checks.non_negative_int(n_train=n_train, n_valid=n_valid, n_test=n_test)
     checks.integer(seed=seed)
     rng = random.Random(seed)
-    key = key or _same
-    used_sources: set[Hashable] = {key(source) for source in exclude}
+    used_sources: set[str] = set(exclude)
     splits = []
     for name, size in (("train", n_train), ("valid", n_valid), ("test", n_test)):
-        split = _draw_new_examples(task_fn, size, used_sources, rng, task_kwargs, name, key)
-        used_sources.update(key(example.source) for example in split)
+        split = _draw_new_examples(task_fn, size, used_sources, rng, task_kwargs, name)
+        used_sources.update(example.source for example in split)
         splits.append(split)
     return Splits(*splits)
 
@@ -401,16 +397,15 @@ def _draw_new_examples(
     rng: random.Random,
     task_kwargs: dict,
     split_name: str,
-    key: Callable[[str], Hashable],
 ) -> list[Example]:
-    """``size`` examples of ``task_fn`` whose sources' keys are not in ``used_sources``."""
+    """``size`` examples of ``task_fn`` whose sources are not in ``used_sources``."""
     kept: list[Example] = []
     for _ in range(_MAX_ROUNDS):
         if len(kept) == size:
             return kept
         candidates = task_fn(max(size, _ROUND_SIZE), seed=rng.randrange(2**32), **task_kwargs)
         for example in candidates:
-            if key(example.source) not in used_sources and len(kept) < size:
+            if example.source not in used_sources and len(kept) < size:
                 kept.append(example)
     if len(kept) == size:
         return kept
@@ -419,10 +414,6 @@ def _draw_new_examples(
         f"split (found {len(kept)}); the task has too few distinct sources for these sizes: "
         f"allow longer sequences or a larger alphabet, or ask for fewer examples"
     )
-
-
-def _same(source: str) -> str:
-    return source
 
 
 def reverse_sources(examples: Iterable[Example]) -> list[Example]:
