@@ -1,0 +1,308 @@
+"""Chapter 6's recorded experiments: how a Transformer is trained, and against what.
+
+- ``warmup`` (6.2): a six-layer Transformer (6 + 6 layers, d_model 64) on string reversal, post-LN
+  or pre-LN, at a low constant rate (2e-3), a high constant rate (1e-2), the high rate reached
+  after a warm-up of 50 steps and then kept, and the paper's schedule (the same warm-up, then a
+  decay as step^-0.5); the training loss every 10 steps and the held-out exact match after every
+  pass of 100 steps.
+- ``label_smoothing`` (6.2): a two-layer pre-LN Transformer with and without label smoothing of
+  0.1; its confidence, accuracy and perplexity on the held-out strings.
+- ``transformer_dates`` (6.3): Chapter 2's Bahdanau model and a small pre-LN Transformer on the
+  same 10 000 dates and batches, and the Transformer with the settings a skeptic would try
+  instead (one change at a time); validation exact match after every pass.
+
+Every seed trains on the same data; the seed draws the initial weights and the batch order.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnbook import data, tasks
+from attnbook.bahdanau import BahdanauSeq2Seq
+from attnbook.records import Experiment, register
+from attnbook.training import evaluate, fit, warmup_schedule
+from attnbook.transformer import Transformer
+
+__all__ = [
+    "Task",
+    "reversal_data",
+    "dates_data",
+    "small_transformer",
+    "paper_adam",
+    "WARMUP_ARMS",
+    "LOSS_WINDOW",
+    "warmup_run",
+    "confidence",
+    "smoothing_run",
+    "DATES_ARMS",
+    "dates_model",
+    "dates_run",
+]
+
+
+class Task(NamedTuple):
+    """Training and held-out examples with their vocabularies."""
+
+    train: list
+    test: list
+    src_vocab: data.Vocab
+    tgt_vocab: data.Vocab
+
+
+@functools.lru_cache(maxsize=1)
+def reversal_data() -> Task:
+    """6.2's task: reversing strings of 3 to 12 letters, 3 200 to train on, 500 held out."""
+    splits = tasks.sequence_splits(
+        tasks.reversal_task, n_train=3200, n_valid=0, n_test=500, seed=0, min_length=3, max_length=12
+    )
+    return Task(splits.train, splits.test, *data.build_vocabs(splits.train + splits.test))
+
+
+@functools.lru_cache(maxsize=1)
+def dates_data() -> Task:
+    """6.3's task: Chapter 2's dates, 10 000 to train on; ``test`` holds the 1 000 validation dates."""
+    splits = tasks.date_splits(n_train=10_000, n_valid=1_000, n_test=1_000, seed=0)
+    return Task(splits.train, splits.valid, *data.build_vocabs(splits.train + splits.valid + splits.test))
+
+
+def small_transformer(task: Task, layers: int, norm_first: bool) -> Transformer:
+    """The chapter's Transformer: ``layers`` encoder and decoder layers, d_model 64, 4 heads,
+    d_ff 128, no dropout (seed torch first)."""
+    return Transformer(
+        len(task.src_vocab),
+        len(task.tgt_vocab),
+        d_model=64,
+        num_heads=4,
+        num_encoder_layers=layers,
+        num_decoder_layers=layers,
+        d_ff=128,
+        dropout=0.0,
+        norm_first=norm_first,
+    )
+
+
+def paper_adam(model: nn.Module, peak: float, schedule: str, warmup: int):
+    """Adam with the paper's betas and eps, and a learning-rate schedule that reaches ``peak``:
+
+    - ``"constant"``: ``peak`` from the first step;
+    - ``"warm-up"``: rises linearly to ``peak`` over ``warmup`` steps, then stays;
+    - ``"paper"``: rises the same way, then falls as step^-0.5 (:func:`warmup_schedule`).
+
+    Returns (optimizer, scheduler or None).
+    """
+    if schedule == "paper":
+        optimizer = torch.optim.Adam(model.parameters(), lr=peak * math.sqrt(64 * warmup), betas=(0.9, 0.98), eps=1e-9)
+        return optimizer, warmup_schedule(optimizer, 64, warmup)
+    optimizer = torch.optim.Adam(model.parameters(), lr=peak, betas=(0.9, 0.98), eps=1e-9)
+    if schedule == "constant":
+        return optimizer, None
+    if schedule == "warm-up":
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: min(1.0, (done + 1) / warmup))
+    raise ValueError(f"schedule must be 'constant', 'warm-up' or 'paper', got {schedule!r}")
+
+
+#: The warm-up grid's arms: (pre-LN?, peak rate, schedule); warm-ups are 50 steps.
+WARMUP_ARMS = {
+    "post-LN, 2e-3": (False, 2e-3, "constant"),
+    "post-LN, 1e-2": (False, 1e-2, "constant"),
+    "post-LN, warm-up to 1e-2": (False, 1e-2, "warm-up"),
+    "post-LN, paper's schedule": (False, 1e-2, "paper"),
+    "pre-LN, 2e-3": (True, 2e-3, "constant"),
+    "pre-LN, 1e-2": (True, 1e-2, "constant"),
+    "pre-LN, warm-up to 1e-2": (True, 1e-2, "warm-up"),
+    "pre-LN, paper's schedule": (True, 1e-2, "paper"),
+}
+
+#: The warm-up record's loss measures average this many steps: ``loss_10`` is steps 1-10.
+LOSS_WINDOW = 10
+
+
+def warmup_run(arm: str, seed: int, passes: int = 4, warmup: int = 50, layers: int = 6) -> dict:
+    """Train one of :data:`WARMUP_ARMS` from ``seed``, batches of 32, no clipping.
+
+    Returns ``loss_<k>``: the mean training loss of steps k-9..k, for k = 10, 20, ...; and,
+    one value per pass (100 steps), ``exact_match`` (greedy) and ``teacher_forced_accuracy`` on the
+    500 held-out strings.
+    """
+    if arm not in WARMUP_ARMS:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(WARMUP_ARMS)}")
+    norm_first, peak, schedule = WARMUP_ARMS[arm]
+    task = reversal_data()
+    torch.manual_seed(seed)
+    model = small_transformer(task, layers, norm_first)
+    optimizer, scheduler = paper_adam(model, peak, schedule, warmup)
+    train = data.Batches(task.train, task.src_vocab, task.tgt_vocab, batch_size=32, shuffle=True, seed=seed)
+    test = data.Batches(task.test, task.src_vocab, task.tgt_vocab, batch_size=500)
+    recipe = dict(optimizer=optimizer, scheduler=scheduler, clip=None, progress=False)
+    history = fit(model, train, test, epochs=passes, **recipe)
+    losses = history.step_losses
+    measures = {
+        f"loss_{end}": sum(losses[end - LOSS_WINDOW : end]) / LOSS_WINDOW
+        for end in range(LOSS_WINDOW, len(losses) + 1, LOSS_WINDOW)
+    }
+    measures.update(exact_match=history["exact_match"], teacher_forced_accuracy=history["teacher_forced_accuracy"])
+    return measures
+
+
+register(
+    Experiment(
+        name="warmup",
+        run=warmup_run,
+        arms=tuple(WARMUP_ARMS),
+        seeds=tuple(range(8)),
+        settings=dict(passes=4, warmup=50, layers=6),
+        replay=dict(arm="post-LN, 1e-2", seed=0, passes=1),
+        chapter="chapters/06_transformer/02_training.ipynb",
+        description="A Transformer of 6 encoder and 6 decoder layers (d_model 64, 4 heads, d_ff 128, no dropout) "
+        "on reversing strings of 3 to 12 letters (3 200 to train on, batches of 32, 100 steps a pass), post-LN or "
+        "pre-LN, with the paper's Adam and no clipping, at a constant 2e-3, a constant 1e-2, 1e-2 reached after a "
+        "warm-up of 50 steps and kept, and the paper's schedule (the same warm-up, then a decay as step^-0.5), "
+        "4 passes: the training loss averaged over every 10 steps, and exact match and teacher-forced accuracy on "
+        "500 held-out strings after every pass.",
+    )
+)
+
+
+def confidence(model: nn.Module, examples: list, src_vocab: data.Vocab, tgt_vocab: data.Vocab) -> dict:
+    """A model's confidence on ``examples``, teacher-forced, over the real target positions.
+
+    Returns ``accuracy`` (token accuracy); ``right`` and ``wrong``, the mean probability of the
+    predicted token when it is right and when it is wrong (nan if none is wrong); ``wrong_count``
+    and ``tokens``; ``loss``, the cross-entropy without smoothing, and ``perplexity``, its exp.
+    """
+    batch = data.make_batch(examples, src_vocab, tgt_vocab)
+    real = batch.tgt_out != 0  # (N, T): the real target positions
+    model.eval()
+    with torch.no_grad():
+        logits = model(batch.src, batch.tgt_in).logits[real]  # (M, V)
+    targets = batch.tgt_out[real]  # (M,)
+    confident, predicted = logits.softmax(dim=-1).max(dim=-1)  # (M,), (M,)
+    right = predicted == targets
+    loss = F.cross_entropy(logits, targets).item()
+    return dict(
+        accuracy=right.float().mean().item(),
+        right=confident[right].mean().item(),
+        wrong=confident[~right].mean().item() if (~right).any() else float("nan"),
+        wrong_count=int((~right).sum()),
+        tokens=len(targets),
+        loss=loss,
+        perplexity=math.exp(loss),
+    )
+
+
+def smoothing_run(arm: str, seed: int, passes: int = 4) -> dict:
+    """Train 6.2's two-layer pre-LN Transformer from ``seed`` with label smoothing ``arm`` ("0.0"
+    or "0.1"), the paper's schedule peaking at 3e-3 after 100 steps, no clipping; its
+    :func:`confidence` on the 500 held-out strings and the ``exact_match`` of greedy decoding."""
+    if arm not in ("0.0", "0.1"):
+        raise ValueError(f"arm must be the label smoothing '0.0' or '0.1', got {arm!r}")
+    task = reversal_data()
+    torch.manual_seed(seed)
+    model = small_transformer(task, 2, norm_first=True)
+    optimizer, scheduler = paper_adam(model, 3e-3, "paper", 100)
+    train = data.Batches(task.train, task.src_vocab, task.tgt_vocab, batch_size=32, shuffle=True, seed=seed)
+    fit(
+        model,
+        train,
+        epochs=passes,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        clip=None,
+        label_smoothing=float(arm),
+        progress=False,
+    )
+    test = data.Batches(task.test, task.src_vocab, task.tgt_vocab, batch_size=500)
+    exact = evaluate(model, test)["exact_match"]
+    return dict(confidence(model, task.test, task.src_vocab, task.tgt_vocab), exact_match=exact)
+
+
+register(
+    Experiment(
+        name="label_smoothing",
+        run=smoothing_run,
+        arms=("0.0", "0.1"),
+        seeds=tuple(range(10)),
+        settings=dict(passes=4),
+        replay=dict(arm="0.1", seed=0, passes=1),
+        chapter="chapters/06_transformer/02_training.ipynb",
+        description="A pre-LN Transformer of 2 + 2 layers (d_model 64) on reversing strings of 3 to 12 letters, "
+        "4 passes with the paper's Adam and schedule (peak 3e-3 after 100 steps), without and with label "
+        "smoothing of 0.1: on 500 held-out strings, teacher-forced, token accuracy, the mean probability of the "
+        "predicted token when right and when wrong, the cross-entropy without smoothing and its perplexity; "
+        "exact match of greedy decoding.",
+    )
+)
+
+
+#: 6.3's arms: Bahdanau's model (Chapter 2's recipe), then the Transformer as the chapter trains
+#: it (layers, batch size, pre-LN?, schedule, peak rate, warm-up steps) and one change at a time.
+DATES_ARMS = {
+    "Bahdanau": None,
+    "Transformer": (2, 32, True, "paper", 3e-3, 100),
+    "one layer": (1, 32, True, "paper", 3e-3, 100),
+    "batches of 128": (2, 128, True, "paper", 3e-3, 100),
+    "post-LN": (2, 32, False, "paper", 3e-3, 100),
+    "no decay": (2, 32, True, "warm-up", 3e-3, 100),
+    "peak 1e-3": (2, 32, True, "paper", 1e-3, 100),
+    "peak 1e-2": (2, 32, True, "paper", 1e-2, 100),
+    "warm-up 30": (2, 32, True, "paper", 3e-3, 30),
+}
+
+
+def dates_model(arm: str) -> nn.Module:
+    """The model of a :data:`DATES_ARMS` arm, untrained (seed torch first)."""
+    task = dates_data()
+    if arm == "Bahdanau":
+        return BahdanauSeq2Seq.build(
+            len(task.src_vocab), len(task.tgt_vocab), embed_dim=32, hidden_size=64, attention_dim=64
+        )
+    layers, _, norm_first, *_ = DATES_ARMS[arm]
+    return small_transformer(task, layers, norm_first)
+
+
+def dates_run(arm: str, seed: int, passes: int = 3) -> dict:
+    """Train a :data:`DATES_ARMS` arm from ``seed`` on the 10 000 dates; Bahdanau's model with
+    Adam at 5e-3 and clipping at 1 (Chapter 2), the Transformers with the paper's Adam, their
+    schedule and no clipping. Returns ``exact_match`` and ``valid_loss`` on the 1 000
+    validation dates after every pass."""
+    if arm not in DATES_ARMS:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(DATES_ARMS)}")
+    task = dates_data()
+    torch.manual_seed(seed)
+    model = dates_model(arm)
+    if arm == "Bahdanau":
+        batch_size, clip = 32, 1.0
+        optimizer, scheduler = torch.optim.Adam(model.parameters(), lr=5e-3, foreach=True), None
+    else:
+        _, batch_size, _, schedule, peak, warmup = DATES_ARMS[arm]
+        (optimizer, scheduler), clip = paper_adam(model, peak, schedule, warmup), None
+    train = data.Batches(task.train, task.src_vocab, task.tgt_vocab, batch_size=batch_size, shuffle=True, seed=seed)
+    valid = data.Batches(task.test, task.src_vocab, task.tgt_vocab, batch_size=500)
+    recipe = dict(optimizer=optimizer, scheduler=scheduler, clip=clip, progress=False)
+    history = fit(model, train, valid, epochs=passes, **recipe)
+    return dict(exact_match=history["exact_match"], valid_loss=history["valid_loss"])
+
+
+register(
+    Experiment(
+        name="transformer_dates",
+        run=dates_run,
+        arms=tuple(DATES_ARMS),
+        seeds=tuple(range(6)),
+        settings=dict(passes=3),
+        replay=dict(arm="Transformer", seed=0, passes=1),
+        chapter="chapters/06_transformer/03_experiment.ipynb",
+        description="Chapter 2's Bahdanau model (Adam at 5e-3, clipping at 1) and a pre-LN Transformer of 2 + 2 "
+        "layers (d_model 64, the paper's Adam and schedule peaking at 3e-3 after 100 steps, no clipping) on the "
+        "same 10 000 dates in batches of 32, and the Transformer with one change each: one layer, batches of 128, "
+        "post-LN, no decay after the warm-up, a peak of 1e-3 or 1e-2, a warm-up of 30 steps; validation exact "
+        "match and loss after each of 3 passes.",
+    )
+)
