@@ -38,6 +38,8 @@ __all__ = [
     "paper_adam",
     "WARMUP_ARMS",
     "LOSS_WINDOW",
+    "warmup_training",
+    "loss_windows",
     "warmup_run",
     "confidence",
     "smoothing_run",
@@ -124,13 +126,11 @@ WARMUP_ARMS = {
 LOSS_WINDOW = 10
 
 
-def warmup_run(arm: str, seed: int, passes: int = 4, warmup: int = 50, layers: int = 6) -> dict:
-    """Train one of :data:`WARMUP_ARMS` from ``seed``, batches of 32, no clipping.
-
-    Returns ``loss_<k>``: the mean training loss of steps k-9..k, for k = 10, 20, ...; and,
-    one value per pass (100 steps), ``exact_match`` (greedy) and ``teacher_forced_accuracy`` on the
-    500 held-out strings.
-    """
+def warmup_training(arm: str, seed: int, passes: int = 4, warmup: int = 50, layers: int = 6):
+    """Train one of :data:`WARMUP_ARMS` from ``seed`` on 6.2's reversal task: batches of 32 (100
+    steps a pass), the paper's Adam, no clipping, evaluated on the 500 held-out strings after every
+    pass. Returns (model, :class:`~attnbook.training.History`; its ``step_losses`` hold every step's
+    training loss)."""
     if arm not in WARMUP_ARMS:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(WARMUP_ARMS)}")
     norm_first, peak, schedule = WARMUP_ARMS[arm]
@@ -141,12 +141,23 @@ def warmup_run(arm: str, seed: int, passes: int = 4, warmup: int = 50, layers: i
     train = data.Batches(task.train, task.src_vocab, task.tgt_vocab, batch_size=32, shuffle=True, seed=seed)
     test = data.Batches(task.test, task.src_vocab, task.tgt_vocab, batch_size=500)
     recipe = dict(optimizer=optimizer, scheduler=scheduler, clip=None, progress=False)
-    history = fit(model, train, test, epochs=passes, **recipe)
-    losses = history.step_losses
-    measures = {
-        f"loss_{end}": sum(losses[end - LOSS_WINDOW : end]) / LOSS_WINDOW
-        for end in range(LOSS_WINDOW, len(losses) + 1, LOSS_WINDOW)
+    return model, fit(model, train, test, epochs=passes, **recipe)
+
+
+def loss_windows(step_losses: list[float]) -> dict[str, float]:
+    """``loss_<k>``: the mean training loss of steps k-9..k, for k = 10, 20, ..."""
+    return {
+        f"loss_{end}": sum(step_losses[end - LOSS_WINDOW : end]) / LOSS_WINDOW
+        for end in range(LOSS_WINDOW, len(step_losses) + 1, LOSS_WINDOW)
     }
+
+
+def warmup_run(arm: str, seed: int, passes: int = 4, warmup: int = 50, layers: int = 6) -> dict:
+    """:func:`warmup_training`'s measures: :func:`loss_windows` of its training loss and, one
+    value per pass, ``exact_match`` (greedy) and ``teacher_forced_accuracy`` on the held-out
+    strings."""
+    _, history = warmup_training(arm, seed, passes, warmup, layers)
+    measures = loss_windows(history.step_losses)
     measures.update(exact_match=history["exact_match"], teacher_forced_accuracy=history["teacher_forced_accuracy"])
     return measures
 

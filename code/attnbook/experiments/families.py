@@ -1,0 +1,324 @@
+"""Chapter 7's recorded experiment: the three families on one small language, over seeds.
+
+The language is Chapter 7's: sentences ``<date in one of twelve formats>=<ISO date>`` (4 000 to
+train on, 1 000 held out, data seed 7). Each seed trains one model of each family, as the chapter
+does with seed 0:
+
+- ``decoder-only`` (GPT): predict the next character, 4 passes;
+- ``encoder-only`` (BERT): restore 15 % chosen characters (80/10/10), one pass over 6 masked copies;
+- ``encoder-decoder`` (BART): rebuild the sentence from a text-infilled copy (spans of Poisson(3)
+  characters, each replaced by one mask symbol), a fresh corruption every pass, 4 passes.
+
+Measures: for the two single-stack models, the accuracy on one hidden character of the left half
+and of the right half of every held-out sentence (:func:`context_accuracy`); the encoder-only
+model's fill-in accuracy at 15 %; the encoder-decoder's exact match (and character accuracy) of
+its greedy repair of the held-out sentences. The seed draws the initial weights, the batch order
+and the masks/corruptions seen in training; the held-out corruptions and hidden positions are the
+same for every seed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import math
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attnbook import data, tasks
+from attnbook.language_models import DecoderOnly, EncoderOnly, mask_tokens
+from attnbook.records import Experiment, register
+from attnbook.training import evaluate, fit, train_on_tensors, warmup_schedule
+from attnbook.transformer import Transformer
+
+__all__ = [
+    "FamilyData",
+    "family_data",
+    "encode_texts",
+    "is_valid",
+    "next_token_loss",
+    "masked_loss",
+    "decoder_only",
+    "encoder_only",
+    "train_decoder_only",
+    "train_encoder_only",
+    "fill_in_accuracy",
+    "context_accuracy",
+    "MASK_SYMBOL",
+    "infill",
+    "infilled_examples",
+    "train_repairer",
+    "repair_measures",
+    "FAMILIES",
+    "family_run",
+]
+
+#: The symbol a text-infilling span is replaced by in the encoder-decoder's source.
+MASK_SYMBOL = "▢"
+
+
+class FamilyData(NamedTuple):
+    """Chapter 7's sentences, their vocabulary (characters, ``[MASK]``, ``[CLS]``) and ids."""
+
+    train_texts: list[str]
+    test_texts: list[str]
+    vocab: data.Vocab
+    mask_id: int
+    cls_id: int
+
+
+def encode_texts(texts: list[str], vocab: data.Vocab, first: int) -> Tensor:
+    """Rows ``[first, characters..., eos]``, right-padded: ``(N, T)``."""
+    rows = [[first] + vocab.encode(text, add_eos=True) for text in texts]
+    width = max(map(len, rows))
+    return torch.tensor([row + [vocab.pad_id] * (width - len(row)) for row in rows])
+
+
+@functools.lru_cache(maxsize=1)
+def family_data() -> FamilyData:
+    """The chapter's data: dates (seed 7), written ``source=target``."""
+    splits = tasks.date_splits(n_train=4_000, n_valid=0, n_test=1_000, seed=7)
+    train_texts = [f"{e.source}={e.target}" for e in splits.train]
+    test_texts = [f"{e.source}={e.target}" for e in splits.test]
+    symbols = sorted(set("".join(train_texts + test_texts))) + ["[MASK]", "[CLS]"]
+    vocab = data.Vocab(symbols, name="dates")
+    return FamilyData(train_texts, test_texts, vocab, vocab.symbol_to_id["[MASK]"], vocab.symbol_to_id["[CLS]"])
+
+
+def is_valid(text: str) -> tuple[bool, bool]:
+    """(the ISO half is a real date of the range, the whole sentence is valid)."""
+    left, _, right = text.partition("=")
+    try:
+        date = datetime.date.fromisoformat(right) if len(right) == 10 else None
+    except ValueError:
+        date = None
+    if date is None or not tasks.FIRST_DATE <= date <= tasks.LAST_DATE:
+        return False, False
+    return True, any(left == tasks.format_date(date, name) for name in tasks.DATE_FORMATS)
+
+
+def next_token_loss(logits: Tensor, targets: Tensor, pad_id: int = 0) -> Tensor:
+    """Cross-entropy of ``(B, T, V)`` logits against ``(B, T)`` targets, padding ignored."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id)
+
+
+def masked_loss(logits: Tensor, targets: Tensor) -> Tensor:
+    """Cross-entropy at the chosen positions only (targets -100 elsewhere)."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+
+def decoder_only(vocab: data.Vocab) -> DecoderOnly:
+    """The chapter's GPT: 2 pre-LN layers, d_model 64, 4 heads, d_ff 128 (seed torch first)."""
+    return DecoderOnly(len(vocab), d_model=64, num_heads=4, num_layers=2, d_ff=128, max_positions=48)
+
+
+def encoder_only(vocab: data.Vocab) -> EncoderOnly:
+    """The chapter's BERT: 2 post-LN layers of the same sizes (seed torch first)."""
+    return EncoderOnly(len(vocab), d_model=64, num_heads=4, num_layers=2, d_ff=128, max_positions=48)
+
+
+def train_decoder_only(seed: int, passes: int = 4) -> DecoderOnly:
+    """Next-character prediction on the training sentences: Adam at 3e-3, batches of 32."""
+    d = family_data()
+    ids = encode_texts(d.train_texts, d.vocab, d.vocab.bos_id)
+    torch.manual_seed(seed)
+    model = decoder_only(d.vocab)
+    train_on_tensors(model, ids[:, :-1], ids[:, 1:], next_token_loss, epochs=passes, lr=3e-3, batch_size=32, seed=seed)
+    return model
+
+
+def _maskable(ids: Tensor, d: FamilyData) -> Tensor:
+    return (ids >= 4) & (ids < d.mask_id)  # the characters, not specials, [MASK] or [CLS]
+
+
+def train_encoder_only(seed: int, copies: int = 6) -> EncoderOnly:
+    """Restore 15 % chosen characters (80/10/10) of ``copies`` masked copies of the training
+    sentences (their masks drawn from generator seeds 10 + 6·seed onwards), one pass."""
+    d = family_data()
+    ids = encode_texts(d.train_texts, d.vocab, d.cls_id)
+    ordinary = torch.arange(4, d.mask_id)
+    masked = [
+        mask_tokens(ids, _maskable(ids, d), d.mask_id, ordinary, generator=torch.Generator().manual_seed(s))
+        for s in range(10 + copies * seed, 10 + copies * (seed + 1))
+    ]
+    inputs, targets = torch.cat([m.inputs for m in masked]), torch.cat([m.targets for m in masked])
+    torch.manual_seed(seed)
+    model = encoder_only(d.vocab)
+    train_on_tensors(model, inputs, targets, masked_loss, epochs=1, lr=3e-3, batch_size=32, seed=seed)
+    return model
+
+
+def fill_in_accuracy(model: EncoderOnly) -> float:
+    """Hide 15 % of the characters of every held-out sentence (all by ``[MASK]``; generator seed
+    1); the share the model restores."""
+    d = family_data()
+    ids = encode_texts(d.test_texts, d.vocab, d.cls_id)
+    ordinary = torch.arange(4, d.mask_id)
+    hidden = mask_tokens(ids, _maskable(ids, d), d.mask_id, ordinary, generator=torch.Generator().manual_seed(1)).chosen
+    with torch.no_grad():
+        filled = model(ids.masked_fill(hidden, d.mask_id)).logits.argmax(dim=-1)  # (N, T)
+    return (filled[hidden] == ids[hidden]).float().mean().item()
+
+
+def hidden_positions(seed: int = 0) -> dict[str, Tensor]:
+    """One token position per held-out sentence in its left half and one in its right half
+    (positions count ``[bos]``/``[CLS]`` as 0), drawn with ``numpy`` seed ``seed``."""
+    d = family_data()
+    rng = np.random.default_rng(seed)
+    equals = [text.index("=") + 1 for text in d.test_texts]
+    lengths = [len(text) for text in d.test_texts]
+    return {
+        "left": torch.tensor([rng.integers(1, e) for e in equals]),
+        "right": torch.tensor([rng.integers(e + 1, n + 1) for e, n in zip(equals, lengths)]),
+    }
+
+
+def context_accuracy(model: EncoderOnly | DecoderOnly) -> dict[str, float]:
+    """Accuracy on one hidden character of each held-out sentence's left half and right half
+    (:func:`hidden_positions`): the encoder-only model sees the sentence with ``[MASK]`` there;
+    the decoder-only model predicts it from the characters before it."""
+    d = family_data()
+    rows = torch.arange(len(d.test_texts))
+    out = {}
+    for side, where in hidden_positions().items():
+        if isinstance(model, EncoderOnly):
+            ids = encode_texts(d.test_texts, d.vocab, d.cls_id)
+            masked = ids.clone()
+            masked[rows, where] = d.mask_id
+            with torch.no_grad():
+                guess = model(masked).logits.argmax(dim=-1)[rows, where]
+        else:
+            ids = encode_texts(d.test_texts, d.vocab, d.vocab.bos_id)
+            with torch.no_grad():
+                guess = model(ids[:, :-1]).logits.argmax(dim=-1)[rows, where - 1]  # from 0 .. where - 1
+        out[side] = (guess == ids[rows, where]).float().mean().item()
+    return out
+
+
+def infill(text: str, rng: np.random.Generator, mean_span: float = 3.0, rate: float = 0.3) -> str:
+    """BART's text infilling: start a span at each character with probability
+    ``rate / mean_span``; a span of Poisson(``mean_span``) characters becomes one
+    :data:`MASK_SYMBOL` (a span of length 0 inserts one)."""
+    pieces, i = [], 0
+    while i < len(text):
+        if rng.random() < rate / mean_span:
+            span = rng.poisson(mean_span)
+            pieces.append(MASK_SYMBOL)
+            i += span
+            if span == 0:  # BART: a span of length 0 inserts a mask
+                pieces.append(text[i])
+                i += 1
+        else:
+            pieces.append(text[i])
+            i += 1
+    return "".join(pieces)
+
+
+def infilled_examples(texts: list[str], seed: int) -> list[data.Example]:
+    """``Example(source=infill(text), target=text)`` for every text (numpy seed ``seed``)."""
+    rng = np.random.default_rng(seed)
+    return [data.Example(infill(text, rng), text) for text in texts]
+
+
+@functools.lru_cache(maxsize=1)
+def _repair_vocabs() -> tuple[data.Vocab, data.Vocab]:
+    d = family_data()
+    texts = d.train_texts + d.test_texts
+    return data.build_vocabs([data.Example("".join(texts) + MASK_SYMBOL, "".join(texts))])
+
+
+#: The held-out corruptions: one infilled copy of each test sentence, the same for every seed.
+REPAIR_TEST_SEED = 1_000
+
+
+def train_repairer(seed: int, passes: int = 4) -> tuple[Transformer, list[dict]]:
+    """Chapter 6's Transformer (2 + 2 pre-LN layers, d_model 64; the paper's Adam and schedule,
+    peak 3e-3 after 100 steps; no clipping) trained to rebuild each sentence from an infilled copy,
+    a fresh corruption every pass (numpy seed 100·seed + pass). Returns the model and, after
+    every pass, :func:`repair_measures`."""
+    d = family_data()
+    src_vocab, tgt_vocab = _repair_vocabs()
+    torch.manual_seed(seed)
+    model = Transformer(
+        len(src_vocab),
+        len(tgt_vocab),
+        d_model=64,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=128,
+        dropout=0.0,
+        norm_first=True,
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3 * math.sqrt(64 * 100), betas=(0.9, 0.98), eps=1e-9)
+    scheduler = warmup_schedule(optimizer, 64, 100)
+    measures = []
+    for done in range(passes):
+        examples = infilled_examples(d.train_texts, 100 * seed + done)
+        train = data.Batches(examples, src_vocab, tgt_vocab, batch_size=32, shuffle=True, seed=seed)
+        fit(model, train, epochs=1, optimizer=optimizer, scheduler=scheduler, clip=None, progress=False)
+        measures.append(repair_measures(model))
+    return model, measures
+
+
+def repair_measures(model: Transformer) -> dict:
+    """On one infilled copy of each held-out sentence (numpy seed :data:`REPAIR_TEST_SEED`):
+    ``exact_match`` of the greedy repair, and ``unchanged``, the share of sentences the
+    corruption left whole."""
+    d = family_data()
+    src_vocab, tgt_vocab = _repair_vocabs()
+    examples = infilled_examples(d.test_texts, REPAIR_TEST_SEED)
+    test = data.Batches(examples, src_vocab, tgt_vocab, batch_size=500)
+    exact = evaluate(model, test, max_len=48)["exact_match"]
+    unchanged = float(np.mean([e.source == e.target for e in examples]))
+    return dict(exact_match=exact, unchanged=unchanged)
+
+
+#: The arms: one model of each family.
+FAMILIES = ("decoder-only", "encoder-only", "encoder-decoder")
+
+
+def family_run(arm: str, seed: int, passes: int = 4) -> dict:
+    """Train ``arm``'s model from ``seed``; its measures (see the module's docstring)."""
+    if arm == "decoder-only":
+        model = train_decoder_only(seed, passes)
+        d = family_data()
+        ids = encode_texts(d.test_texts, d.vocab, d.vocab.bos_id)
+        with torch.no_grad():
+            test_loss = next_token_loss(model(ids[:, :-1]).logits, ids[:, 1:]).item()
+        sides = context_accuracy(model)
+        return dict(left_half=sides["left"], right_half=sides["right"], test_loss=test_loss)
+    if arm == "encoder-only":
+        model = train_encoder_only(seed)
+        sides = context_accuracy(model)
+        return dict(left_half=sides["left"], right_half=sides["right"], fill_in=fill_in_accuracy(model))
+    if arm == "encoder-decoder":
+        _, measures = train_repairer(seed, passes)
+        return dict(
+            exact_match=[m["exact_match"] for m in measures],
+            unchanged=measures[0]["unchanged"],
+        )
+    raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(FAMILIES)}")
+
+
+register(
+    Experiment(
+        name="families",
+        run=family_run,
+        arms=FAMILIES,
+        seeds=tuple(range(6)),
+        settings=dict(passes=4),
+        replay=dict(arm="encoder-only", seed=0),
+        chapter="chapters/07_beyond/01_families.ipynb",
+        description="Chapter 7's three families on the dates language (4 000 training sentences, 1 000 held out), "
+        "each 2 layers, d_model 64: a decoder-only model trained 4 passes on the next character; an encoder-only "
+        "model trained one pass over 6 masked copies (15 %, 80/10/10); an encoder-decoder trained 4 passes to "
+        "rebuild text-infilled sentences (fresh corruptions each pass). Accuracy on one hidden character of each "
+        "held-out sentence's left and right half (single-stack models), fill-in accuracy at 15 % (encoder-only), "
+        "exact match of the greedy repair of infilled held-out sentences after every pass (encoder-decoder).",
+    )
+)
