@@ -376,7 +376,7 @@ class Batches:
 
     Iterate over it once per epoch. With ``shuffle=True`` every new iteration uses a
     new order, yet the same on every run: epoch ``k`` (counting from 0) shuffles with
-    ``random.Random(seed + k)``. With ``shuffle=False`` the examples keep their order.
+    ``random.Random(seed * 2**64 + k)``. With ``shuffle=False`` the examples keep their order.
     Each epoch yields every example exactly once; the last batch may be smaller.
 
     Args:
