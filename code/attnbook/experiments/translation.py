@@ -69,6 +69,14 @@ WA_RATE_ARMS = {
 }
 WA_RATE_FACTORS = {"general": 1.0, "W_a at 0.3x": 0.3, "W_a at 0.1x": 0.1}
 
+#: A control recorded apart (``luong_feeding``): input feeding and local-p on dot scores, which have
+#: no W_a to lag (``luong_scores`` tries both on general only), beside dot itself.
+FEEDING_ARMS = {
+    "dot": "Luong dot (as in luong_scores)",
+    "dot + feeding": "Luong dot + input feeding",
+    "local-p, dot": "Luong local-p with dot scores (and input feeding)",
+}
+
 
 class PreviousQueryDecoder(LuongDecoder):
     """A control for Chapter 3: Luong's decoder with Bahdanau's query, the *previous* state.
@@ -140,6 +148,7 @@ def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
         concat=("concat", False, None),
         feeding=("general", True, None),
         local=("general", True, local_window),
+        **{"dot + feeding": ("dot", True, None), "local-p, dot": ("dot", True, local_window)},
     )
     if arm not in scores:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join([*TRANSLATION_ARMS, *CONTROL_ARMS])}")
@@ -309,6 +318,22 @@ register(
         description="A control for Chapter 3's general score: the same model, seeds, batches and settings as "
         "luong_scores' general (recorded again here, so the two records can be checked equal), with W_a's "
         "learning rate alone at 0.3 and 0.1 times the rest's; the same measures after every pass.",
+    )
+)
+
+
+register(
+    Experiment(
+        name="luong_feeding",
+        run=lambda arm, seed, **settings: translation_run(arm, seed, **settings).measures,
+        arms=tuple(FEEDING_ARMS),
+        seeds=tuple(range(8)),
+        settings=dict(passes=12, lr=1e-2, batch_size=32),
+        replay=dict(arm="dot + feeding", seed=0, passes=1),
+        chapter="chapters/03_luong.ipynb",
+        description="A control for Chapter 3's input feeding and local-p, which luong_scores tries on general "
+        "scores only: both on dot scores, beside dot (recorded again here, so the records can be checked equal); "
+        "the same seeds, batches, settings and measures as luong_scores.",
     )
 )
 
