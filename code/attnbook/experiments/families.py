@@ -317,9 +317,124 @@ register(
         chapter="chapters/07_beyond/01_families.ipynb",
         description="Chapter 7's three families on the dates language (4 000 training sentences, 1 000 held out), "
         "each 2 layers, d_model 64: a decoder-only model trained 4 passes on the next character; an encoder-only "
-        "model trained one pass over 6 masked copies (15 %, 80/10/10); an encoder-decoder trained 4 passes to "
-        "rebuild text-infilled sentences (fresh corruptions each pass). Accuracy on one hidden character of each "
+        "model trained one pass over 6 masked copies (15 %, 80/10/10); an encoder-decoder trained 8 passes to "
+        "rebuild text-infilled sentences (fresh corruptions each pass, 8 passes). Accuracy on one hidden character of each "
         "held-out sentence's left and right half (single-stack models), fill-in accuracy at 15 % (encoder-only), "
         "exact match of the greedy repair of infilled held-out sentences after each of 8 passes (encoder-decoder).",
+    )
+)
+
+
+# ------------------------------------------------------------------- what each model is used for
+
+#: The sampling rules of Chapter 7: (temperature, top-k); temperature 0 is greedy.
+SAMPLING_RULES = {
+    "greedy": (0.0, None),
+    "temperature 1": (1.0, None),
+    "temperature 0.7": (0.7, None),
+    "top-k 5": (1.0, 5),
+    "temperature 2": (2.0, None),
+}
+
+
+def sampling_measures(model: DecoderOnly, count: int = 1000) -> dict:
+    """For each of :data:`SAMPLING_RULES`, ``count`` sentences generated from ``[bos]`` (generator
+    seed 1): the share with a real ISO date (``iso_<rule>``), valid (``valid_<rule>``), distinct
+    (``distinct_<rule>``), and of the valid ones not in the training data (``new_<rule>``)."""
+    from attnbook.language_models import generate
+
+    d = family_data()
+    train_set = set(d.train_texts)
+    out = {}
+    for name, (temperature, top_k) in SAMPLING_RULES.items():
+        key = name.replace(" ", "_").replace("-", "").replace(".", "")
+        bos = torch.full((count, 1), d.vocab.bos_id)
+        rows = generate(model, bos, 46, temperature, top_k, torch.Generator().manual_seed(1), eos_id=d.vocab.eos_id)
+        texts = [d.vocab.decode(row) for row in rows[:, 1:].tolist()]
+        checks = [is_valid(text) for text in texts]
+        valid = [text for text, (_, ok) in zip(texts, checks) if ok]
+        out[f"iso_{key}"] = float(np.mean([iso for iso, _ in checks]))
+        out[f"valid_{key}"] = len(valid) / count
+        out[f"distinct_{key}"] = len(set(texts)) / count
+        out[f"new_{key}"] = float(np.mean([text not in train_set for text in valid])) if valid else float("nan")
+    return out
+
+
+class MonthClassifier(torch.nn.Module):
+    """A linear layer on the ``[CLS]`` output of an encoder-only model: the month, 12 classes."""
+
+    def __init__(self, encoder: EncoderOnly) -> None:
+        super().__init__()
+        self.encoder, self.linear = encoder, torch.nn.Linear(encoder.embedding.embedding_dim, 12)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return self.linear(self.encoder(ids).hidden[:, 0])  # (B, d) at [CLS] -> (B, 12)
+
+
+def month_accuracy(pretrained: EncoderOnly | None, seed: int, left_only: bool, n_train: int = 1500) -> float:
+    """Fine-tune a :class:`MonthClassifier` one pass over the first ``n_train`` training sentences
+    (batches of 24, Adam at 2e-3, order from ``seed``), starting from ``pretrained``'s weights or,
+    if None, from a fresh encoder (seed ``seed``); its accuracy on the held-out sentences. With
+    ``left_only`` the model sees only the part before "=" (the month must be read from the format,
+    not from the ISO digits)."""
+    d = family_data()
+
+    def ids(texts: list[str]) -> Tensor:
+        return encode_texts([t.split("=")[0] if left_only else t for t in texts], d.vocab, d.cls_id)
+
+    months = torch.tensor([int(t.split("=")[1][5:7]) - 1 for t in d.train_texts])
+    test_months = torch.tensor([int(t.split("=")[1][5:7]) - 1 for t in d.test_texts])
+    torch.manual_seed(seed)
+    encoder = encoder_only(d.vocab)
+    if pretrained is not None:
+        encoder.load_state_dict(pretrained.state_dict())
+    classifier = MonthClassifier(encoder)
+    train_on_tensors(
+        classifier,
+        ids(d.train_texts)[:n_train],
+        months[:n_train],
+        F.cross_entropy,
+        epochs=1,
+        lr=2e-3,
+        batch_size=24,
+        seed=seed,
+    )
+    with torch.no_grad():
+        guess = classifier(ids(d.test_texts)).argmax(dim=-1)  # (N,)
+    return (guess == test_months).float().mean().item()
+
+
+def uses_run(arm: str, seed: int, passes: int = 4) -> dict:
+    """What the chapter does with each single-stack model, for ``seed``'s model: the decoder-only
+    model's :func:`sampling_measures`; the encoder-only model's month classification after
+    fine-tuning, from it and from a fresh encoder, on the whole sentence and on its left half
+    (``month_pretrained``, ``month_fresh``, ``month_pretrained_left``, ``month_fresh_left``)."""
+    if arm == "decoder-only":
+        return sampling_measures(train_decoder_only(seed, passes))
+    if arm == "encoder-only":
+        model = train_encoder_only(seed)
+        return {
+            f"month_{start}{'_left' if left else ''}": month_accuracy(
+                model if start == "pretrained" else None, seed, left
+            )
+            for start in ("pretrained", "fresh")
+            for left in (False, True)
+        }
+    raise ValueError(f"unknown arm {arm!r}; the arms are 'decoder-only', 'encoder-only'")
+
+
+register(
+    Experiment(
+        name="families_uses",
+        run=uses_run,
+        arms=("decoder-only", "encoder-only"),
+        seeds=tuple(range(6)),
+        settings=dict(passes=4),
+        replay=dict(arm="encoder-only", seed=0),
+        chapter="chapters/07_beyond/01_families.ipynb",
+        description="The families record's decoder-only and encoder-only models (the same seeds) put to Chapter 7's "
+        "uses: 1 000 sentences sampled with each of five rules (valid, distinct, new), and the month classified "
+        "from [CLS] after one pass of fine-tuning over 1 500 sentences, from the pretrained model and from a fresh "
+        "one, on the whole sentence and on its left half only.",
     )
 )
