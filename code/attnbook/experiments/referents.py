@@ -393,13 +393,13 @@ register(
     Experiment(
         name="referents_second_split",
         run=referent_run,
-        arms=("one layer", "two layers"),
+        arms=tuple(REFERENT_ARMS),
         seeds=tuple(range(10)),
         settings=dict(epochs=60, d_model=16, split=1),
         replay=dict(arm="two layers", seed=0, split=1),
         chapter="chapters/04_self_attention.ipynb",
         description="The record referents on another draw of the 192 held-out sentences (split seed 1): one and "
-        "two layers, 60 passes, the same measures.",
+        "two layers, 60 and 180 passes, the same measures.",
     )
 )
 
