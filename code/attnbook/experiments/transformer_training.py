@@ -211,8 +211,9 @@ def confidence(model: nn.Module, examples: list, src_vocab: data.Vocab, tgt_voca
 def smoothing_run(arm: str, seed: int, passes: int = 8) -> dict:
     """Train 6.2's two-layer pre-LN Transformer from ``seed`` with label smoothing ``arm`` ("0.0"
     or "0.1"), the paper's schedule peaking at 3e-3 after 100 steps, no clipping; after every pass,
-    its :func:`confidence` on the 500 held-out strings and the ``exact_match`` of greedy decoding
-    (each measure a list, one value per pass)."""
+    its :func:`confidence` on the 500 held-out strings (with ``wrong_sum``, the summed confidence
+    of the wrong tokens, instead of their mean ``wrong``, which a model with no wrong token lacks)
+    and the ``exact_match`` of greedy decoding (each measure a list, one value per pass)."""
     if arm not in ("0.0", "0.1"):
         raise ValueError(f"arm must be the label smoothing '0.0' or '0.1', got {arm!r}")
     task = reversal_data()
@@ -225,10 +226,11 @@ def smoothing_run(arm: str, seed: int, passes: int = 8) -> dict:
     curves: dict[str, list] = {}
     for _ in range(passes):  # the same training as fit(..., epochs=passes), measured between passes
         fit(model, train, epochs=1, **recipe)
-        found = dict(
-            confidence(model, task.test, task.src_vocab, task.tgt_vocab),
-            exact_match=evaluate(model, test)["exact_match"],
-        )
+        found = confidence(model, task.test, task.src_vocab, task.tgt_vocab)
+        # a mean over no wrong token is undefined: record the sum (wrong = wrong_sum / wrong_count)
+        wrong = found.pop("wrong")
+        found["wrong_sum"] = wrong * found["wrong_count"] if found["wrong_count"] else 0.0
+        found["exact_match"] = evaluate(model, test)["exact_match"]
         for name, value in found.items():
             curves.setdefault(name, []).append(value)
     return curves
