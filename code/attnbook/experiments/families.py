@@ -235,7 +235,7 @@ def _repair_vocabs() -> tuple[data.Vocab, data.Vocab]:
 REPAIR_TEST_SEED = 1_000
 
 
-def train_repairer(seed: int, passes: int = 4) -> tuple[Transformer, list[dict]]:
+def train_repairer(seed: int, passes: int = 8) -> tuple[Transformer, list[dict]]:
     """Chapter 6's Transformer (2 + 2 pre-LN layers, d_model 64; the paper's Adam and schedule,
     peak 3e-3 after 100 steps; no clipping) trained to rebuild each sentence from an infilled copy,
     a fresh corruption every pass (numpy seed 100·seed + pass). Returns the model and, after
