@@ -318,7 +318,7 @@ register(
         description="Chapter 7's three families on the dates language (4 000 training sentences, 1 000 held out), "
         "each 2 layers, d_model 64: a decoder-only model trained 4 passes on the next character; an encoder-only "
         "model trained one pass over 6 masked copies (15 %, 80/10/10); an encoder-decoder trained 8 passes to "
-        "rebuild text-infilled sentences (fresh corruptions each pass, 8 passes). Accuracy on one hidden character of each "
+        "rebuild text-infilled sentences (fresh corruptions each pass). Accuracy on one hidden character of each "
         "held-out sentence's left and right half (single-stack models), fill-in accuracy at 15 % (encoder-only), "
         "exact match of the greedy repair of infilled held-out sentences after each of 8 passes (encoder-decoder).",
     )

@@ -169,7 +169,7 @@ register(
         arms=tuple(WARMUP_ARMS),
         seeds=tuple(range(8)),
         settings=dict(passes=4, warmup=50, layers=6),
-        replay=dict(arm="post-LN, 1e-2", seed=0, passes=1),
+        replay=dict(arm="post-LN, 1e-2", seed=0),  # all 4 passes: the loss windows name their steps
         chapter="chapters/06_transformer/02_training.ipynb",
         description="A Transformer of 6 encoder and 6 decoder layers (d_model 64, 4 heads, d_ff 128, no dropout) "
         "on reversing strings of 3 to 12 letters (3 200 to train on, batches of 32, 100 steps a pass), post-LN or "
