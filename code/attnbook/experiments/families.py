@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -30,9 +29,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnbook import data, tasks
+from attnbook.experiments.transformer_training import Task, paper_adam, small_transformer
 from attnbook.language_models import DecoderOnly, EncoderOnly, mask_tokens
 from attnbook.records import Experiment, register
-from attnbook.training import evaluate, fit, train_on_tensors, warmup_schedule
+from attnbook.training import evaluate, fit, train_on_tensors
 from attnbook.transformer import Transformer
 
 __all__ = [
@@ -243,19 +243,8 @@ def train_repairer(seed: int, passes: int = 8) -> tuple[Transformer, list[dict]]
     d = family_data()
     src_vocab, tgt_vocab = _repair_vocabs()
     torch.manual_seed(seed)
-    model = Transformer(
-        len(src_vocab),
-        len(tgt_vocab),
-        d_model=64,
-        num_heads=4,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        d_ff=128,
-        dropout=0.0,
-        norm_first=True,
-    )
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3 * math.sqrt(64 * 100), betas=(0.9, 0.98), eps=1e-9)
-    scheduler = warmup_schedule(optimizer, 64, 100)
+    model = small_transformer(Task([], [], src_vocab, tgt_vocab), layers=2, norm_first=True)  # Chapter 6's
+    optimizer, scheduler = paper_adam(model, 3e-3, "paper", 100)
     measures = []
     for done in range(passes):
         examples = infilled_examples(d.train_texts, 100 * seed + done)
