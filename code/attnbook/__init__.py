@@ -15,6 +15,8 @@ Modules, one concept each (dependencies flow downwards in this list):
 - ``attnbook.transformer``  positions, masks, the layers and the ``Transformer`` (chapter 6)
 - ``attnbook.language_models`` encoder-only and decoder-only stacks, BERT's masking, sampling and
                            generation with a key/value cache (chapter 7)
+- ``attnbook.modern``      today's decoder block: RMSNorm, rotary positions, SwiGLU, grouped-query
+                           attention, sliding windows, ``ModernDecoder`` (chapter 8)
 - ``attnbook.decoding``    greedy decoding, beam search, ``translate``
 - ``attnbook.metrics``     exact match, token accuracy of decoded outputs, accuracy by length
 - ``attnbook.training``    ``fit`` and ``evaluate`` for every chapter, the warm-up schedule

@@ -464,16 +464,28 @@ class KVCache:
     at a time it can keep ``K`` and ``V`` of the positions so far and project only the new token's.
     ``MultiHeadAttention(..., cache=c)`` appends the new keys and values to ``c`` and attends to all of them.
 
+    With a ``window`` (Chapter 8's sliding-window attention) it keeps only the last ``window`` positions;
+    ``seen`` counts every position extended so far.
+
     Shapes:
-        keys, values ``(B, H, t, d_head)`` after ``t`` positions; ``None`` before the first
+        keys, values ``(B, H, t, d_head)`` after ``t`` positions (at most ``window``); ``None`` before the first
     """
 
-    def __init__(self) -> None:
+    def __init__(self, window: int | None = None) -> None:
+        if window is not None:
+            checks.positive_int(window=window)
         self.keys: Tensor | None = None
         self.values: Tensor | None = None
+        self.window = window  # keep only the last `window` positions (a rolling cache, Chapter 8)
+        self.seen = 0  # positions extended so far; more than len(self) once a rolling cache drops some
 
     def extend(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-        """Append the new positions' keys and values ``(B, H, n, d_head)``; return all ``(B, H, t + n, d_head)``."""
+        """Append the new positions' keys and values ``(B, H, n, d_head)``; return all ``(B, H, t + n, d_head)``.
+
+        A rolling cache returns all of them too (the new queries may need the oldest), then keeps the last
+        ``window``.
+        """
+        new_positions = keys.size(2)
         if self.keys is not None:
             new, old = (
                 (keys.size(0), keys.size(1), keys.size(3)),
@@ -485,18 +497,21 @@ class KVCache:
                     f"and per batch of sequences"
                 )
             keys, values = torch.cat([self.keys, keys], dim=2), torch.cat([self.values, values], dim=2)
-        self.keys, self.values = keys, values
+        self.seen += new_positions
+        start = 0 if self.window is None else max(0, keys.size(2) - self.window)
+        self.keys, self.values = keys[:, :, start:], values[:, :, start:]  # a rolling cache drops the oldest
         return keys, values
 
     def copy(self) -> "KVCache":
         """A new cache holding the same tensors: extending it leaves this one as it is."""
-        copy = KVCache()
-        copy.keys, copy.values = self.keys, self.values
+        copy = KVCache(self.window)
+        copy.keys, copy.values, copy.seen = self.keys, self.values, self.seen
         return copy
 
     def select_rows(self, index: Tensor) -> "KVCache":
         """A new cache with the sequences ``index`` (beam search reorders its beams with it)."""
-        copy = KVCache()
+        copy = KVCache(self.window)
+        copy.seen = self.seen
         if self.keys is not None:
             copy.keys, copy.values = self.keys.index_select(0, index), self.values.index_select(0, index)
         return copy
