@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnbook.attention import KVCache, MultiHeadAttention, merge_heads, split_heads
+from attnbook.attention import KVCache, MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
 from attnbook.language_models import generate
 from attnbook.modern import (
     POSITION_SCHEMES,
@@ -15,6 +15,7 @@ from attnbook.modern import (
     SwiGLU,
     apply_rope,
     apply_rope_halves,
+    banded_attention,
     decoder_parameters,
     expand_kv_heads,
     kv_cache_bytes,
@@ -194,3 +195,12 @@ def test_modern_decoder_counts_and_position_limits():
     ModernDecoder(20, positions="rope", max_positions=8)(torch.ones(1, 9, dtype=torch.long))  # no table
     with pytest.raises(ValueError, match="positions"):
         ModernDecoder(20, positions="alibi")
+
+
+@pytest.mark.parametrize("length, window", [(12, 4), (10, 4), (3, 5), (16, 1), (7, 7)])
+def test_banded_attention_equals_masked_full_attention(length, window):
+    torch.manual_seed(length)
+    q, k, v = torch.randn(2, 3, length, 8), torch.randn(2, 3, length, 8), torch.randn(2, 3, length, 5)
+    positions = torch.arange(length)
+    expected, _ = scaled_dot_product_attention(q, k, v, sliding_window_mask(positions, positions, window))
+    torch.testing.assert_close(banded_attention(q, k, v, window), expected)

@@ -1,0 +1,107 @@
+"""What today's block saves (Chapter 8), on one thread.
+
+    .venv/bin/python benchmarks/modern_block.py
+
+1. ``window_attention``: causal sliding-window attention (window 128) over T tokens, 4 heads of 32
+   features, one sequence, forward only: the band as a mask on the full T × T scores
+   (``attention.scaled_dot_product_attention`` with ``sliding_window_mask``) against the band computed
+   block by block (``modern.banded_attention``, 2·T·128 scores). T from 256 to 4 096.
+2. ``decode_step``: one generation step of a ``ModernDecoder`` (2 layers, d_model 256, 8 query heads,
+   SwiGLU, untrained: the time does not depend on the weights) for 8 sequences after t tokens, with its
+   key/value cache, for 8, 2 and 1 key/value heads, and for 2 key/value heads with a rolling cache of
+   128 positions (a sliding window). Beside each time, the bytes the caches hold per token of each
+   sequence, measured from the cache tensors.
+
+Timed by ``attnbook.cost.compare_speeds`` (all contestants take turns in rounds, each round the median
+of ``REPEAT`` calls), as ``benchmarks/long_inputs.py``. Writes benchmarks/modern_block.json.
+"""
+
+from pathlib import Path
+
+import torch
+
+import attnbook
+from attnbook import cost
+from attnbook.attention import scaled_dot_product_attention
+from attnbook.modern import ModernDecoder, banded_attention, sliding_window_mask
+
+ROUNDS, REPEAT = 7, 5
+WINDOW = dict(heads=4, d_head=32, window=128, lengths=[256, 512, 1024, 2048, 4096])
+DECODE = dict(vocab=64, d_model=256, num_heads=8, num_layers=2, batch=8, positions=[256, 1024, 4096], window=128)
+#: The decoders compared: name -> (key/value heads, window).
+DECODERS = {"8 kv heads": (8, None), "2 kv heads": (2, None), "1 kv head": (1, None), "2 kv heads, window": (2, 128)}
+
+
+def by_length(timed: dict, names, lengths, key: str) -> dict:
+    return {name: [{key: n, **timed[f"{name} {key}={n}"], "repeat": REPEAT} for n in lengths] for name in names}
+
+
+def window_attention() -> dict:
+    torch.manual_seed(0)
+    steps = {}
+    for T in WINDOW["lengths"]:
+        q, k, v = (torch.randn(1, WINDOW["heads"], T, WINDOW["d_head"]) for _ in range(3))
+        band = sliding_window_mask(torch.arange(T), torch.arange(T), WINDOW["window"])  # (T, T)
+        steps[f"masked full T={T}"] = lambda q=q, k=k, v=v, band=band: scaled_dot_product_attention(q, k, v, band)
+        steps[f"banded T={T}"] = lambda q=q, k=k, v=v: banded_attention(q, k, v, WINDOW["window"])
+    with torch.no_grad():
+        timed = cost.compare_speeds(steps, rounds=ROUNDS, repeat=REPEAT)
+    results = by_length(timed, ["masked full", "banded"], WINDOW["lengths"], "T")
+    for i, T in enumerate(WINDOW["lengths"]):
+        print(f"T={T:5d} " + "  ".join(f"{n} {r[i]['median_ms']:.2f} ms" for n, r in results.items()), flush=True)
+    return {"setting": dict(WINDOW, threads=torch.get_num_threads()), "milliseconds": results}
+
+
+def decode_step() -> dict:
+    steps, cache_bytes = {}, {}
+    with torch.no_grad():
+        for name, (kv_heads, window) in DECODERS.items():
+            torch.manual_seed(0)
+            model = ModernDecoder(
+                DECODE["vocab"],
+                d_model=DECODE["d_model"],
+                num_heads=DECODE["num_heads"],
+                num_kv_heads=kv_heads,
+                num_layers=DECODE["num_layers"],
+                window=window,
+            ).eval()
+            cache_bytes[name] = {}
+            for t in DECODE["positions"]:
+                ids = torch.randint(4, DECODE["vocab"], (DECODE["batch"], t + 1))
+                caches = model.new_caches()
+                model(ids[:, :t], caches)  # the t earlier positions (not timed)
+                held = sum(c.keys.nbytes + c.values.nbytes for c in caches)
+                cache_bytes[name][str(t)] = held / (DECODE["batch"] * t)  # per token of each sequence
+                stored = [(c.keys, c.values, c.seen) for c in caches]
+
+                def step(model=model, ids=ids, t=t, caches=caches, stored=stored):
+                    for cache, (keys, values, seen) in zip(caches, stored):  # back to t positions
+                        cache.keys, cache.values, cache.seen = keys, values, seen
+                    return model(ids[:, t:], caches)
+
+                steps[f"{name} t={t}"] = step
+        timed = cost.compare_speeds(steps, rounds=ROUNDS, repeat=REPEAT)
+    results = by_length(timed, list(DECODERS), DECODE["positions"], "t")
+    for i, t in enumerate(DECODE["positions"]):
+        print(f"t={t:5d} " + "  ".join(f"{n} {r[i]['median_ms']:.2f} ms" for n, r in results.items()), flush=True)
+    return {
+        "setting": dict(DECODE, decoders=DECODERS, threads=torch.get_num_threads(), dtype="float32"),
+        "milliseconds": results,
+        "cache_bytes_per_token": cache_bytes,
+    }
+
+
+def main() -> None:
+    attnbook.setup(seed=0)  # one thread
+    before = cost.machine_state()
+    results = {
+        "rounds": ROUNDS,
+        "window_attention": window_attention(),
+        "decode_step": decode_step(),
+        "machine_state": {"before": before, "after": cost.machine_state()},
+    }
+    cost.write_benchmark(Path(__file__).parent / "modern_block.json", results)
+
+
+if __name__ == "__main__":
+    main()
