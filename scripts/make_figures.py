@@ -28,6 +28,7 @@ CHAPTERS = [
     ("5", "Multi-head\nattention", "h heads in\nsubspaces,\nconcat, then W_O"),
     ("6", "The\nTransformer", "positions, residuals,\nLayerNorm, FFN,\nno recurrence"),
     ("7", "Beyond", "encoder-only,\ndecoder-only,\nlong inputs"),
+    ("8", "Today's\nblock", "RoPE, RMSNorm,\nSwiGLU, GQA,\nsliding windows"),
 ]
 
 
