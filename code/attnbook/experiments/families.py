@@ -177,17 +177,26 @@ def hidden_positions(seed: int = 0) -> dict[str, Tensor]:
     }
 
 
-def context_accuracy(model: EncoderOnly | DecoderOnly) -> dict[str, float]:
+def context_accuracy(model: EncoderOnly | DecoderOnly, hide_iso: bool = False) -> dict[str, float]:
     """Accuracy on one hidden character of each held-out sentence's left half and right half
-    (:func:`hidden_positions`): the encoder-only model sees the sentence with ``[MASK]`` there;
-    the decoder-only model predicts it from the characters before it."""
+    (:func:`hidden_positions`): the encoder-only model sees the sentence with ``[MASK]`` there
+    (with ``hide_iso``, also at every character of the ISO half, after "="); the decoder-only
+    model predicts it from the characters before it."""
     d = family_data()
+    if hide_iso and not isinstance(model, EncoderOnly):
+        raise ValueError("hide_iso is for the encoder-only model: the decoder-only one sees no right context")
     rows = torch.arange(len(d.test_texts))
+    equals = torch.tensor([text.index("=") + 1 for text in d.test_texts])  # token position of "="
+    lengths = torch.tensor([len(text) for text in d.test_texts])
     out = {}
     for side, where in hidden_positions().items():
         if isinstance(model, EncoderOnly):
             ids = encode_texts(d.test_texts, d.vocab, d.cls_id)
             masked = ids.clone()
+            if hide_iso:
+                columns = torch.arange(ids.size(1))
+                iso = (columns > equals[:, None]) & (columns <= lengths[:, None])  # (N, T)
+                masked[iso] = d.mask_id
             masked[rows, where] = d.mask_id
             with torch.no_grad():
                 guess = model(masked).logits.argmax(dim=-1)[rows, where]
@@ -314,6 +323,34 @@ register(
 )
 
 
+def iso_hidden_run(arm: str, seed: int) -> dict:
+    """The encoder-only model of ``seed`` (as in :func:`family_run`): its accuracy on the hidden
+    left-half character as there (``left_half``) and with the ISO half also hidden
+    (``left_half_iso_hidden``, :func:`context_accuracy` with ``hide_iso``)."""
+    if arm != "encoder-only":
+        raise ValueError(f"unknown arm {arm!r}; the only arm is 'encoder-only'")
+    model = train_encoder_only(seed)
+    return dict(
+        left_half=context_accuracy(model)["left"],
+        left_half_iso_hidden=context_accuracy(model, hide_iso=True)["left"],
+    )
+
+
+register(
+    Experiment(
+        name="families_iso_hidden",
+        run=iso_hidden_run,
+        arms=("encoder-only",),
+        seeds=tuple(range(6)),
+        replay=dict(arm="encoder-only", seed=0),
+        chapter="chapters/07_beyond/01_families.ipynb",
+        description="The families record's encoder-only models (the same seeds): accuracy on one hidden character "
+        "of each held-out sentence's left half, as in families, and with every character of the ISO half (after "
+        "'=') also replaced by [MASK], so that the right context no longer repeats the date.",
+    )
+)
+
+
 # ------------------------------------------------------------------- what each model is used for
 
 #: The sampling rules of Chapter 7: (temperature, top-k); temperature 0 is greedy.
@@ -360,9 +397,11 @@ class MonthClassifier(torch.nn.Module):
         return self.linear(self.encoder(ids).hidden[:, 0])  # (B, d) at [CLS] -> (B, 12)
 
 
-def month_accuracy(pretrained: EncoderOnly | None, seed: int, left_only: bool, n_train: int = 1500) -> float:
-    """Fine-tune a :class:`MonthClassifier` one pass over the first ``n_train`` training sentences
-    (batches of 24, Adam at 2e-3, order from ``seed``), starting from ``pretrained``'s weights or,
+def month_accuracy(
+    pretrained: EncoderOnly | None, seed: int, left_only: bool, n_train: int = 1500, passes: int = 1
+) -> float:
+    """Fine-tune a :class:`MonthClassifier` ``passes`` passes over the first ``n_train`` training
+    sentences (batches of 24, Adam at 2e-3, order from ``seed``), starting from ``pretrained``'s weights or,
     if None, from a fresh encoder (seed ``seed``); its accuracy on the held-out sentences. With
     ``left_only`` the model sees only the part before "=" (the month must be read from the format,
     not from the ISO digits)."""
@@ -383,7 +422,7 @@ def month_accuracy(pretrained: EncoderOnly | None, seed: int, left_only: bool, n
         ids(d.train_texts)[:n_train],
         months[:n_train],
         F.cross_entropy,
-        epochs=1,
+        epochs=passes,
         lr=2e-3,
         batch_size=24,
         seed=seed,
@@ -401,15 +440,23 @@ def uses_run(arm: str, seed: int, passes: int = 4) -> dict:
     if arm == "decoder-only":
         return sampling_measures(train_decoder_only(seed, passes))
     if arm == "encoder-only":
-        model = train_encoder_only(seed)
-        return {
-            f"month_{start}{'_left' if left else ''}": month_accuracy(
-                model if start == "pretrained" else None, seed, left
-            )
-            for start in ("pretrained", "fresh")
-            for left in (False, True)
-        }
+        return month_measures(train_encoder_only(seed), seed)
     raise ValueError(f"unknown arm {arm!r}; the arms are 'decoder-only', 'encoder-only'")
+
+
+def month_measures(
+    model: EncoderOnly, seed: int, n_train: int = 1500, passes: int = 1, halves: tuple[bool, ...] = (False, True)
+) -> dict:
+    """:func:`month_accuracy` from ``model`` and from a fresh encoder, on the whole sentence and
+    (if ``True`` is in ``halves``) on its left half (``month_pretrained``, ``month_fresh``,
+    ``month_pretrained_left``, ``month_fresh_left``)."""
+    return {
+        f"month_{start}{'_left' if left else ''}": month_accuracy(
+            model if start == "pretrained" else None, seed, left, n_train, passes
+        )
+        for start in ("pretrained", "fresh")
+        for left in halves
+    }
 
 
 register(
@@ -425,5 +472,29 @@ register(
         "uses: 1 000 sentences sampled with each of five rules (valid, distinct, new), and the month classified "
         "from [CLS] after one pass of fine-tuning over 1 500 sentences, from the pretrained model and from a fresh "
         "one, on the whole sentence and on its left half only.",
+    )
+)
+
+
+def finetune_budget_run(arm: str, seed: int, n_train: int = 4000, passes: int = 3) -> dict:
+    """:func:`month_measures` of ``seed``'s encoder-only model on whole sentences at a larger
+    fine-tuning budget: ``passes`` passes over the first ``n_train`` training sentences."""
+    if arm != "encoder-only":
+        raise ValueError(f"unknown arm {arm!r}; the only arm is 'encoder-only'")
+    return month_measures(train_encoder_only(seed), seed, n_train, passes, halves=(False,))
+
+
+register(
+    Experiment(
+        name="families_finetune_budget",
+        run=finetune_budget_run,
+        arms=("encoder-only",),
+        seeds=tuple(range(6)),
+        settings=dict(n_train=4000, passes=3),
+        replay=dict(arm="encoder-only", seed=0),
+        chapter="chapters/07_beyond/01_families.ipynb",
+        description="families_uses' month classification on whole sentences at a larger fine-tuning budget: 3 "
+        "passes over all 4 000 training sentences (500 steps) instead of one pass over 1 500 (63 steps), from each "
+        "seed's pretrained encoder-only model and from a fresh one.",
     )
 )
