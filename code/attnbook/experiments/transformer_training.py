@@ -5,6 +5,8 @@
   after a warm-up of 50 steps and then kept, and the paper's schedule (the same warm-up, then a
   decay as step^-0.5); the training loss every 10 steps and the held-out exact match after every
   pass of 100 steps.
+- ``warmup_decay_only`` (6.2): the same models, measures and seeds with the paper's decay from the
+  high rate but no warm-up (1e-2 for the first 50 steps, then the same step^-0.5 decay).
 - ``label_smoothing`` (6.2): a two-layer pre-LN Transformer with and without label smoothing of
   0.1; its confidence, accuracy and perplexity on the held-out strings.
 - ``transformer_dates`` (6.3): Chapter 2's Bahdanau model and a small pre-LN Transformer on the
@@ -37,6 +39,7 @@ __all__ = [
     "small_transformer",
     "paper_adam",
     "WARMUP_ARMS",
+    "DECAY_ONLY_ARMS",
     "LOSS_WINDOW",
     "warmup_training",
     "loss_windows",
@@ -95,7 +98,9 @@ def paper_adam(model: nn.Module, peak: float, schedule: str, warmup: int):
 
     - ``"constant"``: ``peak`` from the first step;
     - ``"warm-up"``: rises linearly to ``peak`` over ``warmup`` steps, then stays;
-    - ``"paper"``: rises the same way, then falls as step^-0.5 (:func:`warmup_schedule`).
+    - ``"paper"``: rises the same way, then falls as step^-0.5 (:func:`warmup_schedule`);
+    - ``"decay"``: the paper's schedule without its warm-up: ``peak`` for ``warmup`` steps,
+      then the same fall, ``peak · (warmup / step)^0.5``.
 
     Returns (optimizer, scheduler or None).
     """
@@ -107,7 +112,11 @@ def paper_adam(model: nn.Module, peak: float, schedule: str, warmup: int):
         return optimizer, None
     if schedule == "warm-up":
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: min(1.0, (done + 1) / warmup))
-    raise ValueError(f"schedule must be 'constant', 'warm-up' or 'paper', got {schedule!r}")
+    if schedule == "decay":
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda done: min(1.0, math.sqrt(warmup / (done + 1)))
+        )
+    raise ValueError(f"schedule must be 'constant', 'warm-up', 'paper' or 'decay', got {schedule!r}")
 
 
 #: The warm-up grid's arms: (pre-LN?, peak rate, schedule); warm-ups are 50 steps.
@@ -122,18 +131,25 @@ WARMUP_ARMS = {
     "pre-LN, paper's schedule": (True, 1e-2, "paper"),
 }
 
+#: The ``warmup_decay_only`` record's arms: the paper's decay from 1e-2 without the warm-up.
+DECAY_ONLY_ARMS = {
+    "post-LN, decay only": (False, 1e-2, "decay"),
+    "pre-LN, decay only": (True, 1e-2, "decay"),
+}
+
 #: The warm-up record's loss measures average this many steps: ``loss_10`` is steps 1-10.
 LOSS_WINDOW = 10
 
 
 def warmup_training(arm: str, seed: int, passes: int = 4, warmup: int = 50, layers: int = 6):
-    """Train one of :data:`WARMUP_ARMS` from ``seed`` on 6.2's reversal task: batches of 32 (100
-    steps a pass), the paper's Adam, no clipping, evaluated on the 500 held-out strings after every
-    pass. Returns (model, :class:`~attnbook.training.History`; its ``step_losses`` hold every step's
-    training loss)."""
-    if arm not in WARMUP_ARMS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(WARMUP_ARMS)}")
-    norm_first, peak, schedule = WARMUP_ARMS[arm]
+    """Train one of :data:`WARMUP_ARMS` or :data:`DECAY_ONLY_ARMS` from ``seed`` on 6.2's reversal
+    task: batches of 32 (100 steps a pass), the paper's Adam, no clipping, evaluated on the 500
+    held-out strings after every pass. Returns (model, :class:`~attnbook.training.History`; its
+    ``step_losses`` hold every step's training loss)."""
+    arms = {**WARMUP_ARMS, **DECAY_ONLY_ARMS}
+    if arm not in arms:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(arms)}")
+    norm_first, peak, schedule = arms[arm]
     task = reversal_data()
     torch.manual_seed(seed)
     model = small_transformer(task, layers, norm_first)
@@ -177,6 +193,22 @@ register(
         "warm-up of 50 steps and kept, and the paper's schedule (the same warm-up, then a decay as step^-0.5), "
         "4 passes: the training loss averaged over every 10 steps, and exact match and teacher-forced accuracy on "
         "500 held-out strings after every pass.",
+    )
+)
+
+register(
+    Experiment(
+        name="warmup_decay_only",
+        run=warmup_run,
+        arms=tuple(DECAY_ONLY_ARMS),
+        seeds=tuple(range(8)),
+        settings=dict(passes=4, warmup=50, layers=6),
+        replay=dict(arm="post-LN, decay only", seed=0),  # all 4 passes, as for ``warmup``
+        chapter="chapters/06_transformer/02_training.ipynb",
+        description="The ``warmup`` record's Transformer, task, Adam, seeds and measures, post-LN and pre-LN, with "
+        "the paper's decay from 1e-2 but no warm-up: 1e-2 for the first 50 steps, then 1e-2 * (50 / step)^0.5, "
+        "4 passes (the missing half of the paper's schedule: the ``warmup`` record has the warm-up without the "
+        "decay).",
     )
 )
 
