@@ -404,6 +404,21 @@ register(
 )
 
 
+register(
+    Experiment(
+        name="referents_more_seeds",
+        run=referent_run,
+        arms=("one layer", "two layers"),
+        seeds=tuple(range(10, 20)),
+        settings=dict(epochs=60, d_model=16),
+        replay=dict(arm="one layer", seed=10),
+        chapter="chapters/04_self_attention.ipynb",
+        description="The record referents' two 60-pass arms (one and two layers, the same draw of held-out "
+        "sentences) with ten more seeds, 10 to 19: the same measures.",
+    )
+)
+
+
 # ------------------------------------------------------------------------- referent heads
 
 
