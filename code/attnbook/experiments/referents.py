@@ -511,7 +511,7 @@ register(
         name="referent_heads",
         run=heads_run,
         arms=("one head", "two heads"),
-        seeds=tuple(range(10)),
+        seeds=tuple(range(20)),
         settings=dict(epochs=60, d_model=16),
         replay=dict(arm="one head", seed=0),
         chapter="chapters/05_multi_head.ipynb",
