@@ -13,7 +13,8 @@ held-out stream is the 1 000 held-out sentences in their order, cut the same way
   batches for both. Held-out loss per character after each pass.
 - ``rope_lengths``: one :class:`~attnbook.modern.ModernDecoder` shape with each position scheme (learned,
   sinusoidal, rotary), trained on windows of 32 and tested on windows of 64: the held-out loss on
-  positions 0–31 (lengths it was trained on) and 32–63 (never seen).
+  positions 0–31 (lengths it was trained on) and 32–63 (never seen), and on 32–63 read through a sliding
+  window of 32 (so no query meets an offset larger than in training).
 """
 
 from __future__ import annotations
@@ -134,12 +135,25 @@ def lengths_model(scheme: str) -> ModernDecoder:
 
 def lengths_run(arm: str, seed: int, passes: int = 8, train_length: int = 32) -> dict:
     """Train ``arm``'s scheme on windows of ``train_length``; held-out loss on windows of twice that,
-    on the trained positions and on the new ones, after each pass."""
+    on the trained positions and on the new ones, after each pass; and on the new ones again with the model
+    reading through a sliding window of ``train_length`` (each query sees at most the offsets of training)."""
     torch.manual_seed(seed)
     model = lengths_model(arm)
     test = stream_windows(family_data().test_texts, 2 * train_length)
-    results = train_lm(model, train_length, passes, seed, lambda m: window_losses(m, test, train_length))
-    return dict(seen_positions=[r[0] for r in results], new_positions=[r[1] for r in results])
+
+    def measure(m: ModernDecoder) -> tuple[float, float, float]:
+        seen, new = window_losses(m, test, train_length)
+        m.window = train_length  # the same model read with a sliding window: no offset beyond training's
+        windowed = window_losses(m, test, train_length)[1]
+        m.window = None
+        return seen, new, windowed
+
+    results = train_lm(model, train_length, passes, seed, measure)
+    return dict(
+        seen_positions=[r[0] for r in results],
+        new_positions=[r[1] for r in results],
+        new_positions_windowed=[r[2] for r in results],
+    )
 
 
 register(
@@ -154,6 +168,7 @@ register(
         description="Today's block (2 layers, width 64, SwiGLU, 2 key/value heads for 4 query heads) with learned, "
         "sinusoidal or rotary positions, trained on Chapter 7's dates sentences as one stream cut into windows of "
         "32 (Adam 3e-3, batches of 32, the same batches for every scheme) and tested on held-out windows of 64: "
-        "loss per character on positions 0-31 and 32-63 after each of 8 passes.",
+        "loss per character on positions 0-31 and 32-63 after each of 8 passes, and on 32-63 again through a sliding "
+        "window of 32.",
     )
 )
