@@ -9,8 +9,8 @@ held-out stream is the 1 000 held-out sentences in their order, cut the same way
   their own keys and values) against :class:`~attnbook.modern.ModernDecoder` (RMSNorm, rotary positions,
   SwiGLU, 2 key/value heads for 4 query heads), both 2 layers of width 64 with their feed-forward widths
   set so the parameter counts agree within 1 % (and today's block with 2017's learned positions, to
-  separate the rotations from the rest); windows of 64, Adam at 3e-3, batches of 32, the same
-  batches for both. Held-out loss per character after each pass.
+  separate the rotations from the rest); windows of 64, Adam at 3e-3 (one optimizer for the run), batches
+  of 32, the same batches for both. Held-out loss per character after each pass.
 - ``rope_lengths``: one :class:`~attnbook.modern.ModernDecoder` shape with each position scheme (learned,
   sinusoidal, rotary), trained on windows of 32 and tested on windows of 64: the held-out loss on
   positions 0–31 (lengths it was trained on) and 32–63 (never seen), and on 32–63 read through a sliding
@@ -26,7 +26,6 @@ from attnbook.experiments.families import family_data, next_token_loss
 from attnbook.language_models import DecoderOnly
 from attnbook.modern import POSITION_SCHEMES, ModernDecoder
 from attnbook.records import Experiment, register
-from attnbook.training import train_on_tensors
 
 __all__ = [
     "stream_windows",
@@ -88,13 +87,23 @@ def window_losses(model: nn.Module, windows: Tensor, split: int | None = None) -
 
 
 def train_lm(model: nn.Module, length: int, passes: int, seed: int, each_pass=None) -> list:
-    """Adam at 3e-3 on batches of 32 windows of ``length``, a fresh shuffle of the sentences each pass;
-    ``each_pass(model)`` after every pass (the list of its results is returned)."""
+    """Adam at 3e-3, one optimizer for the whole run, on batches of 32 windows of ``length``; each pass a
+    fresh shuffle of the sentences (hence new windows) and of the batches; ``each_pass(model)`` after every
+    pass (the list of its results is returned)."""
     texts = family_data().train_texts
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, foreach=True)
+    order = torch.Generator().manual_seed(seed)  # the batch order
     results = []
     for done in range(passes):
-        windows = stream_windows(texts, length, seed=1000 * seed + done)
-        train_on_tensors(model, windows[:, :-1], windows[:, 1:], next_token_loss, 1, 3e-3, 32, seed + done)
+        windows = stream_windows(texts, length, seed=1000 * seed + done)  # (N, length + 1)
+        model.train()
+        for batch in torch.randperm(len(windows), generator=order).split(32):
+            logits = model(windows[batch, :-1]).logits  # (32, length, V)
+            loss = next_token_loss(logits, windows[batch, 1:])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        model.eval()
         results.append(each_pass(model) if each_pass else None)
     return results
 
