@@ -24,7 +24,8 @@ load average before and after and the session's priority, so a busy run shows.
    sequences, source length n and target length n + 1, for n in LENGTHS.
 3. decoding: the chapter's Transformer trained as there (two passes) decodes the 1 000 test
    dates: greedy decoding that reruns the whole model on the prefix at every step; greedy_decode
-   (the encoder once, the decoder's inputs cached); beam_search with beams of 1, 2 and 4.
+   (the encoder once, the decoder's inputs cached); beam_search with beams of 1, 2 and 4. Both greedy
+   loops stop once every date has produced eos.
 """
 
 import itertools
@@ -115,13 +116,18 @@ def lengths(vocabs) -> dict:
     return dict(batch_size=32, lengths=LENGTHS, results=results)
 
 
-def greedy_by_recomputing(model, src, max_len, bos_id=data.Vocab.bos_id):
-    """Greedy decoding that reruns the encoder and the decoder on the whole prefix at every step (as the chapter)."""
+def greedy_by_recomputing(model, src, max_len, bos_id=data.Vocab.bos_id, eos_id=data.Vocab.eos_id):
+    """Greedy decoding that reruns the encoder and the decoder on the whole prefix at every step (as the chapter),
+    stopping, as greedy_decode does, once every row has produced eos."""
     prefix = torch.full((src.size(0), 1), bos_id)  # (B, 1)
+    done = torch.zeros(src.size(0), dtype=torch.bool)  # (B,)
     with torch.no_grad():
         for _ in range(max_len):
             logits = model(src, prefix).logits[:, -1]  # (B, V)
             prefix = torch.cat([prefix, logits.argmax(dim=-1, keepdim=True)], dim=1)  # (B, t + 1)
+            done = done | (prefix[:, -1] == eos_id)
+            if done.all():
+                break
     return prefix
 
 
