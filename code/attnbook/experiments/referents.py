@@ -461,7 +461,11 @@ def heads_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
     in the others (``..._other``); and the accuracy on the sentences whose referent is that
     head's noun (``own``) and on the others (``other``), with the noun head removed
     (``own_without_noun``, ``other_without_noun``) or the other head removed
-    (``own_without_other``, ``other_without_other``).
+    (``own_without_other``, ``other_without_other``). So that either head can be read on either
+    noun, also the noun head's weight on the second noun (the one it does not read:
+    ``noun_on_second_own``, ``noun_on_second_other``) and the other head's weight on the noun
+    head's noun and on the second noun (``other_on_noun_...``, ``other_on_second_...``), over the
+    same two halves of the held-out sentences.
     """
     heads = {"one head": 1, "two heads": 2}.get(arm)
     if heads is None:
@@ -489,6 +493,7 @@ def heads_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
     # the heads' roles are found on the training sentences, the removals scored on the held-out ones
     noun, noun_at = noun_head(train_weights, train_referents == train_ids[:, ANIMAL])
     other = 1 - noun
+    second_at = PLACE if noun_at == ANIMAL else ANIMAL  # the noun the noun head does not read
     own = is_animal if noun_at == ANIMAL else ~is_animal  # (N,): "it" is the noun head's noun
     from_it = weights[:, :, IT]  # (N, H, T)
     without_noun, without_other = without_head(model, noun, ids), without_head(model, other, ids)
@@ -499,6 +504,12 @@ def heads_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
         noun_on_noun_other=from_it[~own, noun, noun_at].mean().item(),
         other_on_adjective_own=from_it[own, other, ADJECTIVE].mean().item(),
         other_on_adjective_other=from_it[~own, other, ADJECTIVE].mean().item(),
+        noun_on_second_own=from_it[own, noun, second_at].mean().item(),
+        noun_on_second_other=from_it[~own, noun, second_at].mean().item(),
+        other_on_noun_own=from_it[own, other, noun_at].mean().item(),
+        other_on_noun_other=from_it[~own, other, noun_at].mean().item(),
+        other_on_second_own=from_it[own, other, second_at].mean().item(),
+        other_on_second_other=from_it[~own, other, second_at].mean().item(),
         own_without_noun=right(without_noun, own),
         other_without_noun=right(without_noun, ~own),
         own_without_other=right(without_other, own),
