@@ -464,8 +464,9 @@ def heads_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
     (``own_without_other``, ``other_without_other``). So that either head can be read on either
     noun, also the noun head's weight on the second noun (the one it does not read:
     ``noun_on_second_own``, ``noun_on_second_other``) and the other head's weight on the noun
-    head's noun and on the second noun (``other_on_noun_...``, ``other_on_second_...``), over the
-    same two halves of the held-out sentences.
+    head's noun and on the second noun (``other_on_noun_...``, ``other_on_second_...``), and the
+    noun head's weight on the adjective (``noun_on_adjective_...``), over the same two halves of
+    the held-out sentences.
     """
     heads = {"one head": 1, "two heads": 2}.get(arm)
     if heads is None:
@@ -510,6 +511,8 @@ def heads_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
         other_on_noun_other=from_it[~own, other, noun_at].mean().item(),
         other_on_second_own=from_it[own, other, second_at].mean().item(),
         other_on_second_other=from_it[~own, other, second_at].mean().item(),
+        noun_on_adjective_own=from_it[own, noun, ADJECTIVE].mean().item(),
+        noun_on_adjective_other=from_it[~own, noun, ADJECTIVE].mean().item(),
         own_without_noun=right(without_noun, own),
         other_without_noun=right(without_noun, ~own),
         own_without_other=right(without_other, own),
