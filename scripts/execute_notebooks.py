@@ -35,6 +35,7 @@ def execute(path: Path, timeout: int = 600) -> float:
         timeout=timeout,
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
+        coalesce_streams=True,  # one output block per stream, however the kernel flushed it under load
     )
     start = time.perf_counter()
     client.execute()
