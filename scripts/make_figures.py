@@ -615,6 +615,68 @@ def draw_families(path: Path) -> None:
     plt.close(fig)
 
 
+def draw_two_blocks(path: Path) -> None:
+    """Chapter 7's pre-LN decoder layer beside today's; red notes name the four changes."""
+    fig, ax = plt.subplots(figsize=(10, 6.4))
+    width, changed = 3.8, "#c0392b"
+    old = [
+        ("LayerNorm", "#f2f2f2", 0.5),
+        ("masked multi-head attention\n(4 heads, each its own keys, values)", "#fde9c9", 0.8),
+        ("LayerNorm", "#f2f2f2", 0.5),
+        ("ReLU feed-forward (2 matrices)", "#e3f1dc", 0.6),
+    ]
+    new = [
+        ("RMSNorm", "#f2f2f2", 0.5),
+        (
+            "masked grouped-query attention\n(4 query heads, 2 key/value heads;\nq, k rotated by position)",
+            "#fde9c9",
+            0.95,
+        ),
+        ("RMSNorm", "#f2f2f2", 0.5),
+        ("SwiGLU feed-forward (3 matrices)", "#e3f1dc", 0.6),
+    ]
+    ox, nx, base = 0.0, 5.6, 1.5
+    inputs = ((ox, "token embedding\n+ learned position table"), (nx, "token embedding\n(no position vector)"))
+    for x, label in inputs:
+        ax.text(x, -0.45, "characters", ha="center", va="center", fontsize=9)
+        _cell(ax, x, 0.45, label, "#eeeeee", width=width, height=0.7)
+        _arrow(ax, (x, -0.3), (x, 0.1))
+        _arrow(ax, (x, 0.8), (x, base))
+    old_centres, old_top = _stack(ax, ox, base, width, old, "N ×")
+    new_centres, new_top = _stack(ax, nx, base, width, new, "N ×")
+    for centres, x in ((old_centres, ox), (new_centres, nx)):  # residual: around norm + sub-layer
+        for norm, sub in zip(centres[0::2], centres[1::2]):
+            ax.annotate(
+                "",
+                xy=(x + width / 2, sub + 0.4),
+                xytext=(x + width / 2, norm - 0.3),
+                arrowprops=dict(arrowstyle="-|>", color="#b05050", linewidth=0.9, connectionstyle="arc3,rad=0.5"),
+            )
+    ax.text(ox + width / 2 + 0.45, old_centres[0] + 0.5, "residual", fontsize=8, color="#b05050", rotation=90)
+    for x, top, norm, title in (
+        (ox, old_top, "LayerNorm", "Chapter 7's layer (pre-LN)"),
+        (nx, new_top, "RMSNorm", "today's layer (Llama-style)"),
+    ):
+        _cell(ax, x, top + 0.45, f"{norm} → linear:\nnext-character probabilities", "#f6d6d6", width=width, height=0.65)
+        _arrow(ax, (x, top - 0.1), (x, top + 0.12))
+        ax.text(x, top + 1.1, title, ha="center", fontsize=11, fontweight="bold", color="#2f5d8a")
+    notes = (
+        (0.45, "② rotary positions\n(in attention instead)"),
+        (new_centres[0], "① RMSNorm"),
+        (new_centres[1], "③ grouped-query\n② rotary positions"),
+        (new_centres[2], "① RMSNorm"),
+        (new_centres[3], "④ SwiGLU"),
+        (new_top + 0.45, "① RMSNorm"),
+    )
+    for y, note in notes:
+        ax.text(nx + width / 2 + 0.6, y, note, va="center", fontsize=9, color=changed)
+    ax.set_xlim(ox - 2.8, nx + 4.2)
+    ax.set_ylim(-0.8, max(old_top, new_top) + 1.4)
+    ax.set_axis_off()
+    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
 FIGURES_TO_DRAW = {
     "families.svg": draw_families,
     "additive_attention.svg": draw_additive_attention,
@@ -624,6 +686,7 @@ FIGURES_TO_DRAW = {
     "multi_head.svg": draw_multi_head,
     "transformer.svg": draw_transformer,
     "bahdanau_luong.svg": draw_bahdanau_luong,
+    "two_blocks.svg": draw_two_blocks,
 }
 
 
