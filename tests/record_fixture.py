@@ -20,4 +20,12 @@ def tiny_run(arm: str, seed: int, steps: int = 3) -> dict:
 
 
 if "tiny" not in EXPERIMENTS:
-    register(Experiment(name="tiny", run=tiny_run, arms=("narrow", "wide"), seeds=tuple(range(5))))
+    register(
+        Experiment(
+            name="tiny",
+            run=tiny_run,
+            arms=("narrow", "wide"),
+            seeds=tuple(range(5)),
+            replay=dict(arm="narrow", seed=0, steps=1),
+        )
+    )

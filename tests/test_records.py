@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 import attnbook
-from attnbook import experiments  # noqa: F401  (registers the experiments)
-from attnbook.records import EXPERIMENTS, Record, load, record, record_path
+from attnbook import (
+    experiments,  # noqa: F401  (registers the experiments)
+    records,
+)
+from attnbook.records import EXPERIMENTS, Record, extend, load, record, record_path
 
 NAMES = sorted(EXPERIMENTS)
 
@@ -119,3 +122,32 @@ def test_worker_processes_give_the_same_record():
     assert two.data["provenance"]["jobs"] == 2 and two.data["provenance"]["threads"] == 1
     with pytest.raises(ValueError, match="jobs must be a positive int, got 0"):
         record("luong_scores", jobs=0, write=False)
+
+
+def test_extend_adds_the_missing_seeds_and_refuses_a_stale_record(tmp_path, monkeypatch):
+    """``extend`` runs only the seeds a record lacks; the result equals a record made whole."""
+    import importlib
+
+    import record_fixture
+
+    if "tiny" not in EXPERIMENTS:  # an earlier test took it out again
+        importlib.reload(record_fixture)
+    monkeypatch.setattr(records, "record_path", lambda name: tmp_path / f"{name}.json")
+    try:
+        whole = record("tiny", progress=False, write=False)
+        record("tiny", seeds=(0, 1, 2), progress=False)
+        extended = extend("tiny", progress=False)
+        assert extended.seeds == [0, 1, 2, 3, 4]
+        assert extended.data["values"] == whole.data["values"]
+        assert extended.data["summary"] == whole.data["summary"]
+        assert extended.data["added"][0]["seeds"] == [3, 4]
+        assert load("tiny").seeds == [0, 1, 2, 3, 4]
+        data = json.loads((tmp_path / "tiny.json").read_text())
+        data["seeds"] = [0, 1, 2]
+        data["values"] = {arm: {s: data["values"][arm][s] for s in "012"} for arm in data["values"]}
+        data["values"]["narrow"]["0"]["loss"][0] += 0.5  # as if the code had changed since
+        (tmp_path / "tiny.json").write_text(json.dumps(data))
+        with pytest.raises(ValueError, match="no longer replays .*narrow, seed 0.*re-record it whole"):
+            extend("tiny", progress=False)
+    finally:
+        EXPERIMENTS.pop("tiny")

@@ -38,7 +38,17 @@ import torch
 from attnbook import _checks as checks
 from attnbook.compare import Difference, Summary, paired_difference, summarize
 
-__all__ = ["Experiment", "Record", "EXPERIMENTS", "register", "record", "load", "record_path", "provenance"]
+__all__ = [
+    "Experiment",
+    "Record",
+    "EXPERIMENTS",
+    "register",
+    "record",
+    "extend",
+    "load",
+    "record_path",
+    "provenance",
+]
 
 
 @dataclass(frozen=True)
@@ -167,29 +177,10 @@ def record(
     experiment = _experiment(name)
     checks.positive_int(jobs=jobs)
     seeds = tuple(experiment.seeds if seeds is None else seeds)
-    runs = [(arm, seed) for arm in experiment.arms for seed in seeds]
-    values: dict[str, dict[str, dict]] = {arm: {} for arm in experiment.arms}
     # the code as it is when the runs start; each run's threads are setup's, not this process's
     made_by = {**provenance(), "threads": RUN_THREADS, "jobs": jobs}
-    bar = _progress(len(runs), name) if progress else None
     started = time.perf_counter()
-    if jobs == 1:
-        finished = (((arm, seed), _run_one(name, "", arm, seed)) for arm, seed in runs)
-    else:
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
-        module = experiment.run.__module__  # where a worker finds the experiment registered
-        futures = {pool.submit(_run_one, name, module, arm, seed): (arm, seed) for arm, seed in runs}
-        finished = ((futures[future], future.result()) for future in as_completed(futures))
-    for (arm, seed), found in finished:
-        values[arm][str(seed)] = found
-        if bar is not None:
-            bar.set_postfix_str(f"{arm}, seed {seed}")
-            bar.update()
-    if jobs > 1:
-        pool.shutdown()
-    if bar is not None:
-        bar.close()
-    values = {arm: {str(seed): values[arm][str(seed)] for seed in seeds} for arm in experiment.arms}
+    values = _run_all(name, seeds, jobs, progress)
     data = dict(
         name=name,
         description=experiment.description,
@@ -208,6 +199,82 @@ def record(
         path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(data, indent=1) + "\n")
     return Record(data)
+
+
+def extend(name: str, progress: bool = True, jobs: int = 1) -> Record:
+    """Run the seeds of experiment ``name`` that its stored record lacks, and add them to it.
+
+    First the record's cheapest run (its ``replay``) is made again and must give the stored values
+    (to 1e-6, as the test suite asks), so the new seeds come from code that makes the old ones.
+    The record keeps the provenance of its first runs and lists each addition under ``added``.
+    """
+    experiment, stored = _experiment(name), load(name)
+    checks.positive_int(jobs=jobs)
+    if stored.settings != experiment.settings or stored.arms != list(experiment.arms):
+        raise ValueError(
+            f"record {name!r} was made with arms {stored.arms} and settings {stored.settings}; the experiment "
+            f"now has {list(experiment.arms)} and {experiment.settings}: re-record it whole"
+        )
+    new = tuple(seed for seed in experiment.seeds if seed not in stored.seeds)
+    if not new:
+        return stored
+    settings = dict(experiment.replay)
+    arm, seed = settings.pop("arm"), settings.pop("seed")
+    from attnbook import setup
+
+    setup(seed, threads=RUN_THREADS)
+    replayed = _plain(experiment.run(arm, seed, **{**experiment.settings, **settings}))
+    if not _same(replayed, stored.data["values"][arm][str(seed)]):
+        raise ValueError(f"record {name!r} no longer replays (its {arm}, seed {seed}): re-record it whole")
+    made_by = {**provenance(), "threads": RUN_THREADS, "jobs": jobs, "seeds": list(new)}
+    started = time.perf_counter()
+    values = _run_all(name, new, jobs, progress)
+    data = dict(stored.data)
+    seeds = tuple(sorted((*stored.seeds, *new)))
+    data["values"] = {arm: {**data["values"][arm], **values[arm]} for arm in experiment.arms}
+    data["values"] = {arm: {str(s): data["values"][arm][str(s)] for s in seeds} for arm in experiment.arms}
+    data["seeds"] = list(seeds)
+    data["summary"] = _summaries(data["values"], seeds)
+    data["wall_seconds"] = round(data["wall_seconds"] + time.perf_counter() - started, 1)
+    data["added"] = [*data.get("added", []), made_by]
+    record_path(name).write_text(json.dumps(data, indent=1) + "\n")
+    return Record(data)
+
+
+def _same(replayed, stored) -> bool:
+    """The replay's values equal the stored ones: a curve's first entries, floats to 1e-6."""
+    if isinstance(replayed, dict):
+        return set(replayed) == set(stored) and all(_same(replayed[key], stored[key]) for key in replayed)
+    if isinstance(replayed, list):
+        return isinstance(stored, list) and all(_same(r, s) for r, s in zip(replayed, stored[: len(replayed)]))
+    if replayed is None or stored is None or isinstance(replayed, (bool, str)):
+        return replayed == stored
+    return abs(replayed - stored) <= 1e-6
+
+
+def _run_all(name: str, seeds: tuple[int, ...], jobs: int, progress: bool) -> dict:
+    """Every arm of ``name`` with every seed in ``seeds``: ``{arm: {str(seed): values}}``."""
+    experiment = _experiment(name)
+    runs = [(arm, seed) for arm in experiment.arms for seed in seeds]
+    values: dict[str, dict[str, dict]] = {arm: {} for arm in experiment.arms}
+    bar = _progress(len(runs), name) if progress else None
+    if jobs == 1:
+        finished = (((arm, seed), _run_one(name, "", arm, seed)) for arm, seed in runs)
+    else:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        module = experiment.run.__module__  # where a worker finds the experiment registered
+        futures = {pool.submit(_run_one, name, module, arm, seed): (arm, seed) for arm, seed in runs}
+        finished = ((futures[future], future.result()) for future in as_completed(futures))
+    for (arm, seed), found in finished:
+        values[arm][str(seed)] = found
+        if bar is not None:
+            bar.set_postfix_str(f"{arm}, seed {seed}")
+            bar.update()
+    if jobs > 1:
+        pool.shutdown()
+    if bar is not None:
+        bar.close()
+    return {arm: {str(seed): values[arm][str(seed)] for seed in seeds} for arm in experiment.arms}
 
 
 def _run_one(name: str, module: str, arm: str, seed: int) -> dict:
