@@ -4,7 +4,12 @@
 
 1. ``attention_layer``: one ``MultiHeadAttention`` (d_model 128, 4 heads) on one sequence of T tokens,
    forward only, without gradients: our explicit layer (the (B, H, T, T) weights in memory) against the
-   same projections with PyTorch's fused ``F.scaled_dot_product_attention``. T from 64 to 4 096.
+   same projections with PyTorch's fused ``F.scaled_dot_product_attention``. T from 64 to 4 096. With
+   each call's minor page faults (pages the system had to supply fresh), after the timing.
+   ``attention_layer_memory_kept``: the same in a fresh process whose C allocator (glibc) keeps freed
+   memory for reuse (``MALLOC_MMAP_MAX_=0``, ``MALLOC_TRIM_THRESHOLD_`` huge). By default glibc gives
+   a freed block of 32 MiB or more back to the system at once, so the next call of that size gets
+   fresh pages and pays for them; with memory kept, only the arithmetic and the memory traffic are left.
 2. ``cache_step``: one generation step of Chapter 7's decoder-only model (2 pre-LN layers, d_model 64,
    4 heads, d_ff 128, vocabulary 64, positions up to 1 024, untrained: the time does not depend on the
    weights), 8 sequences, after t tokens: with the key/value cache (the new position only, its keys and
@@ -22,6 +27,12 @@ compute growth rates (``attnbook.cost.log_slope``) from the medians. Run it on a
 thread, nothing else busy. Writes benchmarks/long_inputs.json.
 """
 
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -61,13 +72,40 @@ def attention_layer() -> dict:
         steps[f"fused T={T}"] = lambda x=x: fused(x)
     with torch.no_grad():
         timed = cost.compare_speeds(steps, rounds=ROUNDS, repeat=REPEAT)  # every length in every round
+        faults = {
+            name: [page_faults(steps[f"{name} T={T}"]) for T in LAYER["lengths"]] for name in ("explicit", "fused")
+        }
     results = by_length(timed, ["explicit", "fused"], LAYER["lengths"], "T")
     for i, T in enumerate(LAYER["lengths"]):
         print(f"T={T:5d} " + "  ".join(f"{n} {r[i]['median_ms']:.2f} ms" for n, r in results.items()), flush=True)
     return {
         "setting": dict(LAYER, threads=torch.get_num_threads(), step="forward, no gradients"),
         "milliseconds": results,
+        "page_faults_per_call": faults,
     }
+
+
+def page_faults(step, calls: int = 3) -> float:
+    """Minor page faults per call of ``step`` (the mean of ``calls`` calls): pages supplied fresh."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        step()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
+#: glibc's settings for a process that keeps freed memory: no block from mmap, no trimming.
+MEMORY_KEPT = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
+
+
+def attention_layer_memory_kept() -> dict:
+    """``attention_layer`` again, in a fresh process with :data:`MEMORY_KEPT` in its environment."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "layer.json"
+        env = {**os.environ, **MEMORY_KEPT}
+        subprocess.run([sys.executable, __file__, "--layer-only", str(out)], env=env, check=True)
+        result = json.loads(out.read_text())
+    result["setting"]["allocator"] = " ".join(f"{key}={value}" for key, value in MEMORY_KEPT.items())
+    return result
 
 
 def new_model(max_len: int) -> DecoderOnly:
@@ -133,10 +171,14 @@ def generation() -> dict:
 
 def main() -> None:
     attnbook.setup(seed=0)  # one thread
+    if sys.argv[1:2] == ["--layer-only"]:  # the memory-kept process
+        Path(sys.argv[2]).write_text(json.dumps(attention_layer()))
+        return
     before = cost.machine_state()
     results = {
         "rounds": ROUNDS,
         "attention_layer": attention_layer(),
+        "attention_layer_memory_kept": attention_layer_memory_kept(),
         "cache_step": cache_step(),
         "generation": generation(),
         "machine_state": {"before": before, "after": cost.machine_state()},

@@ -25,7 +25,7 @@ from attnbook import cost
 from attnbook.attention import scaled_dot_product_attention
 from attnbook.modern import ModernDecoder, banded_attention, sliding_window_mask
 
-ROUNDS, REPEAT = 7, 5
+ROUNDS, REPEAT = 15, 5
 WINDOW = dict(heads=4, d_head=32, window=128, lengths=[256, 512, 1024, 2048, 4096])
 DECODE = dict(vocab=64, d_model=256, num_heads=8, num_layers=2, batch=8, positions=[256, 1024, 4096], window=128)
 #: The decoders compared: name -> (key/value heads, window).

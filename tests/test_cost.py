@@ -40,7 +40,7 @@ def test_compare_speeds_reports_median_and_spread_per_step(clock):
     a = [0.5] + [0.010, 0.011, 0.012] * 2 + [0.020, 0.020, 0.020]  # warm-up, then 3 rounds of 3 calls
     b = [0.5] + [0.030] * 9
     result = cost.compare_speeds({"a": clock.step(a), "b": clock.step(b)}, rounds=3, repeat=3)
-    assert result["a"] == dict(median_ms=11.0, low_ms=11.0, high_ms=20.0, rounds=3)
+    assert result["a"] == dict(median_ms=11.0, low_ms=11.0, high_ms=20.0, rounds=3, round_ms=[11.0, 11.0, 20.0])
     assert result["b"]["median_ms"] == pytest.approx(30.0) and result["b"]["rounds"] == 3
     assert a == [] and b == []  # every call was made, the steps alternating
 

@@ -45,8 +45,10 @@ def compare_speeds(steps: dict[str, Callable[[], object]], rounds: int = 7, repe
     """Time several computations in alternating rounds, so a slow moment of the machine hits all of them.
 
     Every step is called once to warm up; then, ``rounds`` times, each step gets the median of
-    ``repeat`` calls (:func:`seconds`). Returns, per step, the median over the rounds and the
-    lowest and highest round, in milliseconds: ``{"median_ms", "low_ms", "high_ms", "rounds"}``.
+    ``repeat`` calls (:func:`seconds`). Returns, per step, the median over the rounds, the lowest
+    and highest round and every round in order, in milliseconds:
+    ``{"median_ms", "low_ms", "high_ms", "rounds", "round_ms"}``; two steps' ``round_ms`` pair up by
+    round (the same moment of the machine), so a ratio can be read round by round.
     """
     for step in steps.values():
         step()
@@ -60,6 +62,7 @@ def compare_speeds(steps: dict[str, Callable[[], object]], rounds: int = 7, repe
             low_ms=round(min(values), 4),
             high_ms=round(max(values), 4),
             rounds=rounds,
+            round_ms=[round(value, 4) for value in values],
         )
         for name, values in per_round.items()
     }
