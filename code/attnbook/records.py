@@ -304,8 +304,9 @@ def _summaries(values: dict, seeds: tuple[int, ...]) -> dict:
         out[arm] = {}
         for measure in per_seed[str(seeds[0])]:
             runs = [per_seed[str(seed)][measure] for seed in seeds]
-            if len(seeds) < 2 or any(value is None for value in np.ravel(np.array(runs, dtype=object))):
-                continue
+            flat = np.ravel(np.array(runs, dtype=object))
+            if len(seeds) < 2 or any(value is None or isinstance(value, str) for value in flat):
+                continue  # no summary of a missing value or of text (a record may keep examples)
             columns = zip(*runs) if isinstance(runs[0], list) else [runs]
             out[arm][measure] = [
                 {key: round(number, 6) for key, number in summarize(column)._asdict().items()} for column in columns
