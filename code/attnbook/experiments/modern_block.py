@@ -56,7 +56,7 @@ def stream_windows(texts: list[str], length: int, seed: int | None = None) -> Te
 
 
 #: The blocks of ``modern_block``: today's also with 2017's learned positions, to see what the rotations do.
-BLOCKS = ("2017", "today", "today, learned positions")
+BLOCKS = ("2017", "today", "today, learned positions", "today, learned positions, small start")
 
 
 def block_model(arm: str) -> nn.Module:
@@ -68,10 +68,13 @@ def block_model(arm: str) -> nn.Module:
         return DecoderOnly(vocab_size, d_model=64, num_heads=4, num_layers=2, d_ff=128, max_positions=64)
     if arm == "today":
         return ModernDecoder(vocab_size, d_model=64, num_heads=4, num_kv_heads=2, num_layers=2, d_ff=120)
-    if arm == "today, learned positions":
-        return ModernDecoder(
+    if arm.startswith("today, learned positions"):
+        model = ModernDecoder(
             vocab_size, d_model=64, num_heads=4, num_kv_heads=2, num_layers=2, d_ff=120, positions="learned"
         )
+        if arm.endswith("small start"):  # GPT-2's start for its table, not nn.Embedding's N(0, 1)
+            nn.init.normal_(model.positions.weight, std=0.02)
+        return model
     raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(BLOCKS)}")
 
 
@@ -130,7 +133,8 @@ register(
         "today's (RMSNorm, rotary positions, SwiGLU d_ff 120, 4 query heads sharing 2 key/value heads), both 2 "
         "layers of width 64 with parameter counts within 1 % (and today's with learned positions), on Chapter "
         "7's dates sentences as one stream cut into windows of 64: Adam 3e-3, batches of 32, the same batches "
-        "for every arm; held-out loss per character "
+        "for every arm; a fourth arm starts today's learned table at N(0, 0.02²) as GPT-2 did (nn.Embedding: N(0, 1)); "
+        "held-out loss per character "
         "after each of 8 passes.",
     )
 )
