@@ -6,14 +6,16 @@
    forward only, without gradients: our explicit layer (the (B, H, T, T) weights in memory) against the
    same projections with PyTorch's fused ``F.scaled_dot_product_attention``. T from 64 to 4 096. With
    each call's minor page faults (pages the system had to supply fresh), after the timing.
-   ``attention_layer_memory_kept``: the same in a fresh process whose C allocator (glibc) keeps freed
-   memory for reuse (``MALLOC_MMAP_MAX_=0``, ``MALLOC_TRIM_THRESHOLD_`` huge). By default glibc gives
+   ``attention_layer_memory_kept`` (and ``cache_step_memory_kept``): the same in a fresh process
+   whose C allocator (glibc) keeps freed memory for reuse (``MALLOC_MMAP_MAX_=0``,
+   ``MALLOC_TRIM_THRESHOLD_`` huge). By default glibc gives
    a freed block of 32 MiB or more back to the system at once, so the next call of that size gets
    fresh pages and pays for them; with memory kept, only the arithmetic and the memory traffic are left.
 2. ``cache_step``: one generation step of Chapter 7's decoder-only model (2 pre-LN layers, d_model 64,
    4 heads, d_ff 128, vocabulary 64, positions up to 1 024, untrained: the time does not depend on the
    weights), 8 sequences, after t tokens: with the key/value cache (the new position only, its keys and
-   values appended to the t cached ones) and without (the model run on all t + 1 positions).
+   values appended to the t cached ones) and without (the model run on all t + 1 positions). With each
+   call's page faults, and again with memory kept (see 1.).
 3. ``generation``: whole generations with and without the cache, as the chapter's notebooks run them:
    ``dates`` -- 200 sequences, 46 new tokens, positions up to 48 (01_families);
    ``long`` -- 4 sequences, 300 new tokens, positions up to 1 024 (02_long_inputs).
@@ -97,15 +99,17 @@ def page_faults(step, calls: int = 3) -> float:
 MEMORY_KEPT = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
 
 
-def attention_layer_memory_kept() -> dict:
-    """``attention_layer`` again, in a fresh process with :data:`MEMORY_KEPT` in its environment."""
+def memory_kept() -> dict:
+    """``attention_layer`` and ``cache_step`` again, in a fresh process with :data:`MEMORY_KEPT` in
+    its environment."""
     with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "layer.json"
+        out = Path(folder) / "kept.json"
         env = {**os.environ, **MEMORY_KEPT}
-        subprocess.run([sys.executable, __file__, "--layer-only", str(out)], env=env, check=True)
-        result = json.loads(out.read_text())
-    result["setting"]["allocator"] = " ".join(f"{key}={value}" for key, value in MEMORY_KEPT.items())
-    return result
+        subprocess.run([sys.executable, __file__, "--memory-kept", str(out)], env=env, check=True)
+        results = json.loads(out.read_text())
+    for result in results.values():
+        result["setting"]["allocator"] = " ".join(f"{key}={value}" for key, value in MEMORY_KEPT.items())
+    return results
 
 
 def new_model(max_len: int) -> DecoderOnly:
@@ -138,6 +142,8 @@ def cache_step() -> dict:
             steps[f"with the cache t={t}"] = cached
             steps[f"without t={t}"] = lambda ids=ids: model(ids)  # all t + 1 positions
         timed = cost.compare_speeds(steps, rounds=ROUNDS, repeat=REPEAT)
+        names = ("with the cache", "without")
+        faults = {name: [page_faults(steps[f"{name} t={t}"]) for t in CACHE["positions"]] for name in names}
     results = by_length(timed, ["with the cache", "without"], CACHE["positions"], "t")
     for i, t in enumerate(CACHE["positions"]):
         print(f"t={t:5d} " + "  ".join(f"{n} {r[i]['median_ms']:.2f} ms" for n, r in results.items()), flush=True)
@@ -146,6 +152,7 @@ def cache_step() -> dict:
             MODEL, **CACHE, threads=torch.get_num_threads(), step="one new token for every sequence, no gradients"
         ),
         "milliseconds": results,
+        "page_faults_per_call": faults,
     }
 
 
@@ -171,15 +178,19 @@ def generation() -> dict:
 
 def main() -> None:
     attnbook.setup(seed=0)  # one thread
-    if sys.argv[1:2] == ["--layer-only"]:  # the memory-kept process
-        Path(sys.argv[2]).write_text(json.dumps(attention_layer()))
+    if sys.argv[1:2] == ["--memory-kept"]:  # the memory-kept process
+        kept = {"attention_layer": attention_layer(), "cache_step": cache_step()}
+        Path(sys.argv[2]).write_text(json.dumps(kept))
         return
     before = cost.machine_state()
+    layer = attention_layer()
+    kept = memory_kept()
     results = {
         "rounds": ROUNDS,
-        "attention_layer": attention_layer(),
-        "attention_layer_memory_kept": attention_layer_memory_kept(),
+        "attention_layer": layer,
+        "attention_layer_memory_kept": kept["attention_layer"],
         "cache_step": cache_step(),
+        "cache_step_memory_kept": kept["cache_step"],
         "generation": generation(),
         "machine_state": {"before": before, "after": cost.machine_state()},
     }

@@ -33,6 +33,7 @@ from attnbook.decoding import greedy_decode
 from attnbook.experiments.transformer_training import Task, paper_adam, small_transformer
 from attnbook.language_models import DecoderOnly, EncoderOnly, mask_tokens
 from attnbook.metrics import exact_match, token_accuracy
+from attnbook.protocol import evaluating
 from attnbook.records import Experiment, register
 from attnbook.training import evaluate, fit, train_on_tensors
 from attnbook.transformer import Transformer
@@ -246,11 +247,11 @@ def _repair_vocabs() -> tuple[data.Vocab, data.Vocab]:
 REPAIR_TEST_SEED = 1_000
 
 
-def train_repairer(seed: int, passes: int = 8) -> tuple[Transformer, list[dict]]:
+def train_repairer(seed: int, passes: int = 8, each_pass=None) -> tuple[Transformer, list[dict]]:
     """Chapter 6's Transformer (2 + 2 pre-LN layers, d_model 64; the paper's Adam and schedule,
     peak 3e-3 after 100 steps; no clipping) trained to rebuild each sentence from an infilled copy,
     a fresh corruption every pass (numpy seed 100·seed + pass). Returns the model and, after
-    every pass, :func:`repair_measures`."""
+    every pass, :func:`repair_measures` (with ``each_pass(model)``'s measures too, if given)."""
     d = family_data()
     src_vocab, tgt_vocab = _repair_vocabs()
     torch.manual_seed(seed)
@@ -261,7 +262,7 @@ def train_repairer(seed: int, passes: int = 8) -> tuple[Transformer, list[dict]]
         examples = infilled_examples(d.train_texts, 100 * seed + done)
         train = data.Batches(examples, src_vocab, tgt_vocab, batch_size=32, shuffle=True, seed=seed)
         fit(model, train, epochs=1, optimizer=optimizer, scheduler=scheduler, clip=None, progress=False)
-        measures.append(repair_measures(model))
+        measures.append({**repair_measures(model), **(each_pass(model) if each_pass else {})})
     return model, measures
 
 
@@ -279,30 +280,40 @@ def repair_measures(model: Transformer) -> dict:
 
 
 def repairs_run(arm: str, seed: int, passes: int = 8, shown: int = 6) -> dict:
-    """``families``' encoder-decoder (the same training, so the same ``exact_match`` curve), and after the
-    last pass its greedy repairs of the held-out infilled sentences read two ways: ``exact_match`` and
+    """``families``' encoder-decoder (the same training, so the same ``exact_match_curve``), and after
+    every pass its greedy repairs of the held-out infilled sentences read two ways: ``exact_match`` and
     ``char_accuracy`` (:func:`attnbook.metrics.token_accuracy`, the end counted as one more position), over
-    all of them and over those the corruption changed; and ``shown`` repairs of changed sentences, the
-    first held-out ones, as text (``examples``: corrupted, repaired, original)."""
+    all of them and over those the corruption changed (``changed_...``); and ``shown`` repairs of changed
+    sentences, the first held-out ones, as text (``examples``: corrupted, repaired, original)."""
     if arm != "encoder-decoder":
         raise ValueError(f"unknown arm {arm!r}; the only arm is 'encoder-decoder'")
-    model, measures = train_repairer(seed, passes)
+    _, measures = train_repairer(seed, passes, each_pass=lambda model: _read_repairs(model, shown))
+    names = ("exact_match", "char_accuracy", "changed_exact_match", "changed_char_accuracy", "examples")
+    curves = {name: [m[f"repairs_{name}"] for m in measures] for name in names}
+    return dict(exact_match_curve=[m["exact_match"] for m in measures], **curves)
+
+
+def _read_repairs(model: Transformer, shown: int) -> dict:
     src_vocab, tgt_vocab = _repair_vocabs()
     examples = infilled_examples(family_data().test_texts, REPAIR_TEST_SEED)
-    test = data.Batches(examples, src_vocab, tgt_vocab, batch_size=500)
-    outputs, targets = [], []
-    with torch.no_grad():
-        for batch in test:
-            outputs += greedy_decode(model.eval(), batch.src, 48).tokens
+    outputs = []
+    with evaluating(model):  # eval mode, no gradients; training mode again after
+        for batch in data.Batches(examples, src_vocab, tgt_vocab, batch_size=500):
+            outputs += greedy_decode(model, batch.src, 48).tokens
     targets = [tgt_vocab.encode(example.target) for example in examples]
     changed = [i for i, example in enumerate(examples) if example.source != example.target]
+
+    def pick(rows):
+        return [rows[i] for i in changed]
+
     return dict(
-        exact_match_curve=[m["exact_match"] for m in measures],
-        exact_match=exact_match(outputs, targets),
-        char_accuracy=token_accuracy(outputs, targets),
-        changed_exact_match=exact_match([outputs[i] for i in changed], [targets[i] for i in changed]),
-        changed_char_accuracy=token_accuracy([outputs[i] for i in changed], [targets[i] for i in changed]),
-        examples=[[examples[i].source, tgt_vocab.decode(outputs[i]), examples[i].target] for i in changed[:shown]],
+        repairs_exact_match=exact_match(outputs, targets),
+        repairs_char_accuracy=token_accuracy(outputs, targets),
+        repairs_changed_exact_match=exact_match(pick(outputs), pick(targets)),
+        repairs_changed_char_accuracy=token_accuracy(pick(outputs), pick(targets)),
+        repairs_examples=[
+            [examples[i].source, tgt_vocab.decode(outputs[i]), examples[i].target] for i in changed[:shown]
+        ],
     )
 
 
@@ -316,7 +327,7 @@ register(
         replay=dict(arm="encoder-decoder", seed=0, passes=1),
         chapter="chapters/07_beyond/01_families.ipynb",
         description="families' encoder-decoder again (the same seeds and training: 8 passes rebuilding "
-        "text-infilled sentences), its greedy repairs of the held-out infilled sentences after the last pass read "
+        "text-infilled sentences), its greedy repairs of the held-out infilled sentences after every pass read "
         "as exact match and as character accuracy, over all and over the sentences the corruption changed, with "
         "six repairs of changed sentences kept as text.",
     )
