@@ -297,3 +297,21 @@ register(
         ),
     )
 )
+
+
+register(
+    Experiment(
+        name="dates_longer",
+        run=lambda arm, seed, **settings: {
+            name: value for name, value in date_run(arm, seed, **settings).items() if isinstance(value, list)
+        },
+        arms=("cho", "start_only", "start_only_wide"),
+        seeds=tuple(range(8)),
+        settings=dict(epochs=8, lr=5e-3, batch_size=128),
+        replay=dict(arm="cho", seed=0, epochs=1),
+        chapter="chapters/01_seq2seq.ipynb",
+        description="The dates record's three plain decoders (c at every step; c only as the first state, with a "
+        "state of 64 or of 128) trained on for 8 epochs instead of 4, the same seeds and batches (its first 4 "
+        "epochs are the dates record's): validation exact match and loss after every epoch.",
+    )
+)
