@@ -116,6 +116,10 @@ class PerPositionLinear(nn.Module):
 #: separate linear map at each position; and one head as written again, to check the records agree.
 POSITIONAL_ARMS = {"1 head": (1, 16, False, 6), "1 head, per-position embedding": (1, 16, "positional", 6)}
 
+#: A control recorded apart (``neighbour_copy_long``): the nonlinear embedding alone (width 16) at 18 passes,
+#: beside one head as written at 18 passes (as in ``neighbour_copy``).
+LONG_ARMS = {"1 head, 18 passes": (1, 16, False, 18), "1 head, nonlinear, d_model 16, 18 passes": (1, 16, True, 18)}
+
 
 def train_copier(
     heads: int,
@@ -147,10 +151,10 @@ def train_copier(
 
 
 def copy_run(arm: str, seed: int, lr: float = 5e-3, batch_size: int = 128) -> dict:
-    """Train one of :data:`COPY_ARMS` (or :data:`POSITIONAL_ARMS`) from ``seed``
+    """Train one of :data:`COPY_ARMS` (or :data:`POSITIONAL_ARMS`, :data:`LONG_ARMS`) from ``seed``
     (:func:`train_copier`); its held-out ``error`` and, per head ``i``, ``left_i`` and
     ``right_i`` (:func:`neighbour_weights`)."""
-    arms = {**COPY_ARMS, **POSITIONAL_ARMS}
+    arms = {**COPY_ARMS, **POSITIONAL_ARMS, **LONG_ARMS}
     if arm not in arms:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(arms)}")
     heads, d_model, embedding, passes = arms[arm]
@@ -191,5 +195,21 @@ register(
         description="A control for Chapter 5's floor: one head whose embedding is a separate linear map at each "
         "position (values linear in the inputs, but not one map shared by every position), and one head as written "
         "(as in neighbour_copy, to check the records agree); 6 passes, the same data and seeds.",
+    )
+)
+
+
+register(
+    Experiment(
+        name="neighbour_copy_long",
+        run=copy_run,
+        arms=tuple(LONG_ARMS),
+        seeds=tuple(range(10)),
+        settings=dict(lr=5e-3, batch_size=128),
+        replay=dict(arm="1 head, nonlinear, d_model 16, 18 passes", seed=0),
+        chapter="chapters/05_multi_head.ipynb",
+        description="A control for Chapter 5's floor: one head with the nonlinear embedding at width 16 (the only "
+        "change from the chapter's head) trained 18 passes, beside one head as written at 18 passes (as in "
+        "neighbour_copy, to check the records agree); the same data and seeds.",
     )
 )
