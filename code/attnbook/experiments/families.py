@@ -180,14 +180,19 @@ def hidden_positions(seed: int = 0) -> dict[str, Tensor]:
     }
 
 
-def context_accuracy(model: EncoderOnly | DecoderOnly, hide_iso: bool = False) -> dict[str, float]:
+def context_accuracy(
+    model: EncoderOnly | DecoderOnly, hide_iso: bool = False, swap_iso: bool = False
+) -> dict[str, float]:
     """Accuracy on one hidden character of each held-out sentence's left half and right half
     (:func:`hidden_positions`): the encoder-only model sees the sentence with ``[MASK]`` there
-    (with ``hide_iso``, also at every character of the ISO half, after "="); the decoder-only
+    (with ``hide_iso``, also at every character of the ISO half, after "="; with ``swap_iso``, the
+    ISO half of the next held-out sentence in its place, one ``[MASK]`` as usual); the decoder-only
     model predicts it from the characters before it."""
     d = family_data()
-    if hide_iso and not isinstance(model, EncoderOnly):
-        raise ValueError("hide_iso is for the encoder-only model: the decoder-only one sees no right context")
+    if (hide_iso or swap_iso) and not isinstance(model, EncoderOnly):
+        raise ValueError(
+            "hide_iso and swap_iso are for the encoder-only model: the decoder-only one sees no right context"
+        )
     rows = torch.arange(len(d.test_texts))
     equals = torch.tensor([text.index("=") + 1 for text in d.test_texts])  # token position of "="
     lengths = torch.tensor([len(text) for text in d.test_texts])
@@ -196,10 +201,13 @@ def context_accuracy(model: EncoderOnly | DecoderOnly, hide_iso: bool = False) -
         if isinstance(model, EncoderOnly):
             ids = encode_texts(d.test_texts, d.vocab, d.cls_id)
             masked = ids.clone()
+            columns = torch.arange(ids.size(1))
+            iso = (columns > equals[:, None]) & (columns <= lengths[:, None])  # (N, T): the ISO half
             if hide_iso:
-                columns = torch.arange(ids.size(1))
-                iso = (columns > equals[:, None]) & (columns <= lengths[:, None])  # (N, T)
                 masked[iso] = d.mask_id
+            if swap_iso:  # every ISO half has 10 characters: the next sentence's drops into place
+                donor = torch.roll(rows, -1)
+                masked[iso] = ids[donor][iso[donor]]
             masked[rows, where] = d.mask_id
             with torch.no_grad():
                 guess = model(masked).logits.argmax(dim=-1)[rows, where]
@@ -392,6 +400,35 @@ def iso_hidden_run(arm: str, seed: int) -> dict:
         left_half=context_accuracy(model)["left"],
         left_half_iso_hidden=context_accuracy(model, hide_iso=True)["left"],
     )
+
+
+def iso_swapped_run(arm: str, seed: int) -> dict:
+    """The encoder-only model of ``seed``: its accuracy on the hidden left-half character as in
+    ``families`` (``left_half``), and with the next held-out sentence's ISO half in place of the
+    sentence's own (``left_half_iso_swapped``): the right context still there, with one [MASK] as in
+    training, but telling of another date."""
+    if arm != "encoder-only":
+        raise ValueError(f"unknown arm {arm!r}; the only arm is 'encoder-only'")
+    model = train_encoder_only(seed)
+    return dict(
+        left_half=context_accuracy(model)["left"],
+        left_half_iso_swapped=context_accuracy(model, swap_iso=True)["left"],
+    )
+
+
+register(
+    Experiment(
+        name="families_iso_swapped",
+        run=iso_swapped_run,
+        arms=("encoder-only",),
+        seeds=tuple(range(6)),
+        replay=dict(arm="encoder-only", seed=0),
+        chapter="chapters/07_beyond/01_families.ipynb",
+        description="The control families_iso_hidden lacks: the same encoder-only models, the hidden left-half "
+        "character read with the next held-out sentence's ISO half in place of the sentence's own (one [MASK], "
+        "as in training, and a right context that tells of another date).",
+    )
+)
 
 
 register(
