@@ -72,7 +72,7 @@ def block_model(arm: str) -> nn.Module:
         model = ModernDecoder(
             vocab_size, d_model=64, num_heads=4, num_kv_heads=2, num_layers=2, d_ff=120, positions="learned"
         )
-        if arm.endswith("small start"):  # GPT-2's start for its table, not nn.Embedding's N(0, 1)
+        if arm.endswith("small start"):  # nanoGPT's / Hugging Face GPT-2's start, not nn.Embedding's N(0, 1)
             nn.init.normal_(model.positions.weight, std=0.02)
         return model
     raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(BLOCKS)}")
@@ -133,8 +133,8 @@ register(
         "today's (RMSNorm, rotary positions, SwiGLU d_ff 120, 4 query heads sharing 2 key/value heads), both 2 "
         "layers of width 64 with parameter counts within 1 % (and today's with learned positions), on Chapter "
         "7's dates sentences as one stream cut into windows of 64: Adam 3e-3, batches of 32, the same batches "
-        "for every arm; a fourth arm starts today's learned table at N(0, 0.02²) as GPT-2 did (nn.Embedding: N(0, 1)); "
-        "held-out loss per character "
+        "for every arm; a fourth arm starts today's learned table at N(0, 0.02²) as nanoGPT does "
+        "(nn.Embedding: N(0, 1)); held-out loss per character "
         "after each of 8 passes.",
     )
 )
