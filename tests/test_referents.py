@@ -66,7 +66,7 @@ def test_noun_head_is_the_head_that_stays_on_one_noun():
     [
         (referents.sense_run, "'tagger'"),
         (referents.referent_run, "one layer, two layers, one layer, 180 passes"),
-        (referents.heads_run, "'one head', 'two heads'"),
+        (referents.heads_run, "one head, two heads, one head, 180 passes"),
         (neighbours.copy_run, "1 head, 2 heads"),
     ],
 )
