@@ -68,3 +68,29 @@ def test_seconds_waits_for_a_gpu_before_reading_the_clock(clock, monkeypatch):
 
     cost.seconds(launch, repeat=3, warmup=1)
     assert events == ["call", "sync"] * 4  # every call, the warm-up included, then a wait
+
+
+def _rounds(*values):
+    return {"round_ms": list(values)}
+
+
+def test_speed_ratio_pairs_the_rounds_and_names_the_slower_step():
+    # b is twice a in every round, however much the machine's speed moves between rounds
+    a, b = _rounds(10.0, 30.0, 12.0, 50.0), _rounds(20.0, 60.0, 24.0, 100.0)
+    both = cost.speed_ratio(b, a)
+    assert both.rounds == 4 and abs(both.ratio - 2.0) < 1e-9 and both.verdict == "a"
+    assert cost.speed_ratio(a, b).verdict == "b"
+    # unpaired, these rounds overlap; paired, the noise cancels
+    assert min(b["round_ms"]) < max(a["round_ms"])
+
+
+def test_speed_ratio_is_undecided_when_the_rounds_disagree():
+    result = cost.speed_ratio(_rounds(10.0, 12.0, 9.0), _rounds(11.0, 10.0, 10.0))
+    assert result.verdict == "undecided" and result.low < 1 < result.high
+
+
+def test_speed_ratio_refuses_unpaired_or_bare_input():
+    with pytest.raises(ValueError, match="same rounds: got 2 and 3"):
+        cost.speed_ratio(_rounds(1.0, 2.0), _rounds(1.0, 2.0, 3.0))
+    with pytest.raises(ValueError, match="a must be a compare_speeds entry with 'round_ms'"):
+        cost.speed_ratio({"median_ms": 3.0}, _rounds(1.0, 2.0))

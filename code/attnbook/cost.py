@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import re
 import statistics
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 import torch
 
-__all__ = ["seconds", "compare_speeds", "machine_state", "write_benchmark", "peak_memory", "log_slope"]
+__all__ = ["seconds", "compare_speeds", "speed_ratio", "machine_state", "write_benchmark", "peak_memory", "log_slope"]
 
 
 def seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
@@ -66,6 +67,36 @@ def compare_speeds(steps: dict[str, Callable[[], object]], rounds: int = 7, repe
         )
         for name, values in per_round.items()
     }
+
+
+class SpeedRatio(NamedTuple):
+    """Step ``a``'s time over step ``b``'s, paired by round: the geometric mean of the rounds' ratios,
+    its 95 % interval, and the verdict (``"a"`` slower, ``"b"`` slower, or ``"undecided"``)."""
+
+    rounds: int
+    ratio: float
+    low: float
+    high: float
+    verdict: str
+
+
+def speed_ratio(a: dict, b: dict) -> SpeedRatio:
+    """The course's comparison rule for two steps timed by :func:`compare_speeds` in the same rounds.
+
+    Each round times both steps at the same moment of the machine, so the rounds pair up as seeds do:
+    the paired t-interval of ``log(a) - log(b)`` (:func:`attnbook.compare.paired_difference`), turned
+    back into a ratio. The verdict names the step that is decidedly slower, if either.
+    """
+    from attnbook.compare import paired_difference
+
+    for name, step in (("a", a), ("b", b)):
+        if not isinstance(step, dict) or "round_ms" not in step:
+            raise ValueError(f"{name} must be a compare_speeds entry with 'round_ms', got {type(step).__name__}")
+    logs = [[math.log(ms) for ms in step["round_ms"]] for step in (a, b)]
+    if len(logs[0]) != len(logs[1]):
+        raise ValueError(f"a and b must come from the same rounds: got {len(logs[0])} and {len(logs[1])} rounds")
+    d = paired_difference(*logs)
+    return SpeedRatio(d.n, math.exp(d.mean), math.exp(d.low), math.exp(d.high), d.verdict)
 
 
 def machine_state() -> dict:
