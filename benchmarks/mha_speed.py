@@ -13,8 +13,10 @@
 
 In 1 and 2 the step is a forward pass and the backward pass of the output's sum, with the gradient
 reaching the input as well as the weights; in 3 the backward pass of the cross-entropy. One thread.
-Within each comparison the contestants alternate over 7 rounds (``attnbook.cost.compare_speeds``),
-each round the median of 10 steps, after one warm-up step each.
+Within each comparison the contestants alternate over 15 rounds (``attnbook.cost.compare_speeds``),
+each round the median of 10 steps, after one warm-up step each. ``timings`` keeps every round
+(``round_ms``); ``paired`` reads each comparison by the course's rule with the rounds paired
+(``attnbook.cost.speed_ratio``: the 95 % interval of the ratio and which step is decidedly slower).
 
 Writes benchmarks/mha_speed.json. ``milliseconds`` holds each step's median over the rounds (what
 the chapters print); ``timings`` holds the median with the lowest and highest round. A ratio is the
@@ -37,11 +39,11 @@ from torch import nn
 
 import attnbook
 from attnbook.attention import MultiHeadAttention, merge_heads, split_heads
-from attnbook.cost import compare_speeds, write_benchmark
+from attnbook.cost import compare_speeds, speed_ratio, write_benchmark
 from attnbook.transformer import Transformer, causal_mask
 
 B, T, D, H = 16, 128, 256, 8
-ROUNDS, REPEAT = 7, 10
+ROUNDS, REPEAT = 15, 10
 
 
 def machine_state() -> dict:
@@ -99,6 +101,13 @@ def ratio(timings: dict, a: str, b: str) -> tuple[float, list[float]]:
     ]
 
 
+def paired(timings: dict, a: str, b: str) -> dict:
+    """a's time over b's by the comparison rule, the rounds paired (attnbook.cost.speed_ratio)."""
+    result = speed_ratio(timings[a], timings[b])
+    print(f"{a} / {b}, paired by round: {result.ratio:.3f} [{result.low:.3f}, {result.high:.3f}] {result.verdict}")
+    return {**result._asdict(), "a": a, "b": b}
+
+
 def medians(timings: dict) -> dict:
     return {name: round(timing["median_ms"], 3) for name, timing in timings.items()}
 
@@ -132,6 +141,14 @@ def layer_times() -> dict:
         "ratio_attnbook_to_torch_range": to_torch_range,
         "fused_speedup": fused_gain,
         "fused_speedup_range": fused_range,
+        "paired": {
+            "attnbook_to_torch": paired(
+                timings, "attnbook MultiHeadAttention", "nn.MultiheadAttention (per-head weights)"
+            ),
+            "attnbook_to_fused": paired(
+                timings, "attnbook MultiHeadAttention", "attnbook projections + fused kernel (no weights)"
+            ),
+        },
     }
 
 
@@ -161,6 +178,7 @@ def head_times() -> dict:
         "timings": timings,
         "ratio_8_heads_to_1": eight_to_one,
         "ratio_8_heads_to_1_range": eight_to_one_range,
+        "paired": {"8_heads_to_1": paired(timings, f"{H} heads", "1 head")},
     }
 
 
@@ -203,6 +221,11 @@ def transformer_times() -> dict:
         "timings": timings,
         "ratio_attnbook_to_torch": to_torch,
         "ratio_attnbook_to_torch_range": to_torch_range,
+        "paired": {
+            "attnbook_to_torch": paired(
+                timings, "attnbook Transformer", "nn.Transformer (same embeddings and output layer)"
+            )
+        },
     }
 
 
