@@ -123,9 +123,11 @@ def peak_memory(fn: Callable[[], object]) -> int | None:
     """The most memory ``fn()`` held at once beyond what the process held before the call, in bytes.
 
     Read from Linux's peak resident set size (``VmHWM`` in ``/proc/self/status``), which writing ``5`` to
-    ``/proc/self/clear_refs`` resets. Allocations of 1 MiB and more are set to come straight from the system
-    (glibc's ``M_MMAP_THRESHOLD``; by default the threshold moves, and a freed block could be reused unseen), so
-    the peak is what the call's tensors needed at once. None where Linux's counters are missing.
+    ``/proc/self/clear_refs`` resets. glibc's ``M_MMAP_THRESHOLD`` is fixed at 1 MiB (by default it moves), so
+    most large blocks come fresh from the system and count; but glibc may still carve a request from memory
+    the process already holds (freed earlier), which the counter does not see. So the result is a lower
+    bound on what the call's tensors needed at once, close to it for large arrays; small readings (about
+    a MiB or less) say little. None where Linux's counters are missing.
     """
     _fix_mmap_threshold()
     try:
