@@ -9,7 +9,8 @@ record keeps each contestant's median round and its fastest and slowest round, i
 milliseconds, with the machine's load average before and after. Writes
 benchmarks/transformer_speed.json, which chapters/06_transformer/03_experiment.ipynb reads.
 The models are the chapter's: Chapter 2's Bahdanau model and the pre-LN Transformer of
-2 + 2 layers, d_model 64, on the chapter's dates. It takes about five minutes.
+2 + 2 layers, d_model 64, on the chapter's dates. It takes about ten minutes. Every round is kept
+(``round_ms``), so two contestants can be compared round by round (attnbook.cost.speed_ratio).
 
 Run it on a quiet machine. On a busy one, give it a session of its own with the highest priority,
 
@@ -43,7 +44,7 @@ from attnbook.decoding import beam_search, greedy_decode
 from attnbook.training import fit, train_epoch, warmup_schedule
 from attnbook.transformer import Transformer
 
-ROUNDS = 7
+ROUNDS = 15
 STEPS = 32  # training batches per timed call
 LENGTHS = [8, 16, 32, 64, 128]
 BEAMS = [1, 2, 4]
