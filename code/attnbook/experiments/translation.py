@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -19,6 +20,7 @@ from torch import Tensor, nn
 from attnbook.attention import LocalPAttention
 from attnbook.bahdanau import BahdanauSeq2Seq
 from attnbook.data import Batches, Example, Splits, Vocab, build_vocabs, make_batch
+from attnbook.decoding import greedy_decode
 from attnbook.luong import LuongDecoder, LuongOutput, LuongSeq2Seq, LuongState
 from attnbook.protocol import Step, evaluating
 from attnbook.records import Experiment, register
@@ -37,6 +39,9 @@ __all__ = [
     "translation_run",
     "alignment_letters",
     "alignment_measures",
+    "word_slips",
+    "SLIP_ARMS",
+    "slips_run",
 ]
 
 #: Chapter 3's arms: a short name and what it is. Every arm has the same encoder (a bidirectional
@@ -334,6 +339,57 @@ register(
         description="A control for Chapter 3's input feeding and local-p, which luong_scores tries on general "
         "scores only: both on dot scores, beside dot (recorded again here, so the records can be checked equal); "
         "the same seeds, batches, settings and measures as luong_scores.",
+    )
+)
+
+
+def word_slips(model: nn.Module, examples: list[Example]) -> dict[str, float]:
+    """Greedy translations of ``examples`` read word by word against their targets: the share of
+    sentences with a word written more often than the target has it (``repeated``), with a target
+    word written fewer times than the target has it (``dropped``), and exact (``exact``). A repeat is
+    the slip coverage is meant to prevent: the decoder forgets that a source word was already used."""
+    data = translation_data()
+    batch = make_batch(examples, data.src_vocab, data.tgt_vocab)
+    longest = max(len(example.target) for example in examples)
+    decoded = greedy_decode(model, batch.src, max_len=longest + 5)
+    texts = [data.tgt_vocab.decode(tokens) for tokens in decoded.tokens]
+    repeated = dropped = exact = 0
+    for text, example in zip(texts, examples):
+        written, wanted = Counter(text.split()), Counter(example.target.split())
+        repeated += any(count > wanted[word] for word, count in written.items())
+        dropped += any(count > written[word] for word, count in wanted.items())
+        exact += text == example.target
+    n = len(examples)
+    return dict(repeated=repeated / n, dropped=dropped / n, exact=exact / n)
+
+
+#: ``luong_slips``: dot and dot + input feeding from luong_feeding (the same seeds and training).
+SLIP_ARMS = ("dot", "dot + feeding")
+
+
+def slips_run(arm: str, seed: int, passes: int = 12) -> dict:
+    """``arm`` trained as in ``luong_feeding``; after every pass, :func:`word_slips` on the 500 test
+    sentences (``repeated``, ``dropped``, ``exact``) beside the record's own ``exact_match``."""
+    if arm not in SLIP_ARMS:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(SLIP_ARMS)}")
+    test = translation_data().splits.test
+    measures = translation_run(arm, seed, passes, on_pass=lambda model, done: word_slips(model, test)).measures
+    return {key: measures[key] for key in ("exact_match", "repeated", "dropped", "exact")}
+
+
+register(
+    Experiment(
+        name="luong_slips",
+        run=slips_run,
+        arms=SLIP_ARMS,
+        seeds=tuple(range(10)),
+        settings=dict(passes=12),
+        replay=dict(arm="dot + feeding", seed=0, passes=1),
+        chapter="chapters/03_luong.ipynb",
+        description="Does input feeding prevent the slip it is meant to prevent? Dot and dot + input feeding, "
+        "trained as in luong_feeding (the same seeds, batches and settings); after every pass the greedy "
+        "translations of the 500 test sentences read word by word: the share with a word written more often "
+        "than the target has it (repeated), with a target word missing (dropped), and exact.",
     )
 )
 
