@@ -34,6 +34,8 @@ __all__ = [
     "window_losses",
     "train_lm",
     "block_run",
+    "RATE_ARMS",
+    "block_rate_run",
     "lengths_model",
     "lengths_run",
 ]
@@ -89,12 +91,12 @@ def window_losses(model: nn.Module, windows: Tensor, split: int | None = None) -
     return losses[:, :split].mean().item(), losses[:, split:].mean().item()
 
 
-def train_lm(model: nn.Module, length: int, passes: int, seed: int, each_pass=None) -> list:
-    """Adam at 3e-3, one optimizer for the whole run, on batches of 32 windows of ``length``; each pass a
+def train_lm(model: nn.Module, length: int, passes: int, seed: int, each_pass=None, lr: float = 3e-3) -> list:
+    """Adam at ``lr``, one optimizer for the whole run, on batches of 32 windows of ``length``; each pass a
     fresh shuffle of the sentences (hence new windows) and of the batches; ``each_pass(model)`` after every
     pass (the list of its results is returned)."""
     texts = family_data().train_texts
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, foreach=True)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     order = torch.Generator().manual_seed(seed)  # the batch order
     results = []
     for done in range(passes):
@@ -111,12 +113,12 @@ def train_lm(model: nn.Module, length: int, passes: int, seed: int, each_pass=No
     return results
 
 
-def block_run(arm: str, seed: int, passes: int = 8) -> dict:
-    """``arm``'s block trained from ``seed``; held-out loss per character after each pass."""
+def block_run(arm: str, seed: int, passes: int = 8, lr: float = 3e-3) -> dict:
+    """``arm``'s block trained from ``seed`` at Adam's ``lr``; held-out loss per character after each pass."""
     torch.manual_seed(seed)
     model = block_model(arm)
     test = stream_windows(family_data().test_texts, 64)
-    losses = train_lm(model, 64, passes, seed, lambda m: window_losses(m, test)[0])
+    losses = train_lm(model, 64, passes, seed, lambda m: window_losses(m, test)[0], lr=lr)
     return dict(test_loss=losses, parameters=sum(p.numel() for p in model.parameters()))
 
 
@@ -136,6 +138,36 @@ register(
         "for every arm; a fourth arm starts today's learned table at N(0, 0.02²) as nanoGPT does "
         "(nn.Embedding: N(0, 1)); held-out loss per character "
         "after each of 8 passes.",
+    )
+)
+
+
+#: ``modern_block_rates``: three of ``modern_block``'s arms at a third and at three times its rate (3e-3).
+RATE_BLOCKS = ("2017", "today", "today, learned positions")
+BLOCK_RATES = (1e-3, 1e-2)
+RATE_ARMS = tuple(f"{block}, lr {rate:g}" for rate in BLOCK_RATES for block in RATE_BLOCKS)
+
+
+def block_rate_run(arm: str, seed: int, passes: int = 8) -> dict:
+    """:func:`block_run` for the block and learning rate that ``arm`` names (:data:`RATE_ARMS`)."""
+    if arm not in RATE_ARMS:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(RATE_ARMS)}")
+    block, rate = arm.rsplit(", lr ", 1)
+    return block_run(block, seed, passes, lr=float(rate))
+
+
+register(
+    Experiment(
+        name="modern_block_rates",
+        run=block_rate_run,
+        arms=RATE_ARMS,
+        seeds=tuple(range(6)),
+        settings=dict(passes=8),
+        replay=dict(arm="today, lr 0.01", seed=0, passes=1),
+        chapter="chapters/08_modern_block.ipynb",
+        description="modern_block's 2017 block, today's, and today's with learned positions (N(0, 1) start), "
+        "trained as there (the same seeds and batches) at Adam learning rates 1e-3 and 1e-2 (modern_block: 3e-3): "
+        "held-out loss per character after each of 8 passes.",
     )
 )
 
