@@ -110,7 +110,7 @@ def draw_encoder_decoder(path: Path) -> None:
     c_x = len(source) * step + 0.25
     _cell(ax, c_x, 1.0, "$c$", "#f6d6d6", width=0.7)
     _arrow(ax, ((len(source) - 1) * step + 0.4, 1.0), (c_x - 0.35, 1.0))
-    ax.text(c_x, 0.3, "context\nvector", ha="center", va="center", fontsize=9, color=red)
+    ax.text(c_x, 0.3, "context\nvector\n$c = h_4$", ha="center", va="center", fontsize=9, color=red)
     s0_x = c_x + 1.5  # s_0 = tanh(W_init c + b_init)
     _cell(ax, s0_x, 1.0, "$s_0$", "#fde9c9")
     _arrow(ax, (c_x + 0.35, 1.0), (s0_x - 0.4, 1.0))
