@@ -40,6 +40,7 @@ __all__ = [
     "paper_adam",
     "WARMUP_ARMS",
     "DECAY_ONLY_ARMS",
+    "FIRST_STEP_ARMS",
     "LOSS_WINDOW",
     "warmup_training",
     "loss_windows",
@@ -116,7 +117,13 @@ def paper_adam(model: nn.Module, peak: float, schedule: str, warmup: int):
         return optimizer, torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda done: min(1.0, math.sqrt(warmup / (done + 1)))
         )
-    raise ValueError(f"schedule must be 'constant', 'warm-up', 'paper' or 'decay', got {schedule!r}")
+    if schedule == "small start":  # the warm-up's first rate, peak / warmup, for 5 steps; then peak
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1 / warmup if done < 5 else 1.0)
+    if schedule == "one big step":  # peak for the first step only; then a fifth of it
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 if done == 0 else 0.2)
+    raise ValueError(
+        f"schedule must be 'constant', 'warm-up', 'paper', 'decay', 'small start' or 'one big step', got {schedule!r}"
+    )
 
 
 #: The warm-up grid's arms: (pre-LN?, peak rate, schedule); warm-ups are 50 steps.
@@ -137,16 +144,23 @@ DECAY_ONLY_ARMS = {
     "pre-LN, decay only": (True, 1e-2, "decay"),
 }
 
+#: The ``warmup_first_steps`` record's arms: is it Adam's first step at the full rate that starts post-LN's
+#: collapse? Five steps at the warm-up's first rate (2e-4) and then 1e-2; or one step at 1e-2 and then 2e-3.
+FIRST_STEP_ARMS = {
+    "post-LN, 5 steps at 2e-4, then 1e-2": (False, 1e-2, "small start"),
+    "post-LN, 1 step at 1e-2, then 2e-3": (False, 1e-2, "one big step"),
+}
+
 #: The warm-up record's loss measures average this many steps: ``loss_10`` is steps 1-10.
 LOSS_WINDOW = 10
 
 
 def warmup_training(arm: str, seed: int, passes: int = 4, warmup: int = 50, layers: int = 6):
-    """Train one of :data:`WARMUP_ARMS` or :data:`DECAY_ONLY_ARMS` from ``seed`` on 6.2's reversal
-    task: batches of 32 (100 steps a pass), the paper's Adam, no clipping, evaluated on the 500
+    """Train one of :data:`WARMUP_ARMS`, :data:`DECAY_ONLY_ARMS` or :data:`FIRST_STEP_ARMS` from ``seed`` on
+    6.2's reversal task: batches of 32 (100 steps a pass), the paper's Adam, no clipping, evaluated on the 500
     held-out strings after every pass. Returns (model, :class:`~attnbook.training.History`; its
     ``step_losses`` hold every step's training loss)."""
-    arms = {**WARMUP_ARMS, **DECAY_ONLY_ARMS}
+    arms = {**WARMUP_ARMS, **DECAY_ONLY_ARMS, **FIRST_STEP_ARMS}
     if arm not in arms:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(arms)}")
     norm_first, peak, schedule = arms[arm]
@@ -209,6 +223,22 @@ register(
         "the paper's decay from 1e-2 but no warm-up: 1e-2 for the first 50 steps, then 1e-2 * (50 / step)^0.5, "
         "4 passes (the missing half of the paper's schedule: the ``warmup`` record has the warm-up without the "
         "decay).",
+    )
+)
+
+register(
+    Experiment(
+        name="warmup_first_steps",
+        run=warmup_run,
+        arms=tuple(FIRST_STEP_ARMS),
+        seeds=tuple(range(8)),
+        settings=dict(passes=2, warmup=50, layers=6),
+        replay=dict(arm="post-LN, 1 step at 1e-2, then 2e-3", seed=0),  # both passes
+        chapter="chapters/06_transformer/02_training.ipynb",
+        description="The ``warmup`` record's post-LN Transformer, task, Adam, seeds and measures, 2 passes: five "
+        "steps at 2e-4 (the warm-up's first rate) and then a constant 1e-2; and one step at 1e-2, then a constant "
+        "2e-3 (the control's rate). Does Adam's first step at the full rate start post-LN's collapse, or the "
+        "high rate held over the first steps?",
     )
 )
 
