@@ -386,12 +386,21 @@ def draw_bahdanau_luong(path: Path) -> None:
     _arrow(ax, (1.3, 2.7), (1.0, 3.4))
     ax.annotate(
         "",
-        xy=(-1.0, 3.45),
+        xy=(-0.6, 3.4),
         xytext=(-0.5, 0.0),
         arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=-0.35"),
     )
     _cell(ax, 0.6, 5.0, "$p(y_i) = \\mathrm{softmax}(W_o [s_i; c_i; E y_{i-1}])$", output, width=4.3)
     _arrow(ax, (0.6, 4.0), (0.6, 4.7))
+    # the previous letter's embedding: read by the recurrent step and, directly, by the output layer
+    _cell(ax, -1.7, 2.4, "$E y_{i-1}$", state, width=1.0)
+    _arrow(ax, (-1.45, 2.7), (-1.17, 3.55))
+    ax.annotate(
+        "",
+        xy=(-1.3, 4.7),
+        xytext=(-1.95, 2.7),
+        arrowprops=dict(arrowstyle="-|>", color="#445566", connectionstyle="arc3,rad=-0.25"),
+    )
     ax.annotate(
         "",
         xy=(2.3, 4.7),
