@@ -39,6 +39,9 @@ def test_record_is_complete(name):
         f"{name}: the record was made with {record.settings}, the experiment now says {experiment.settings}; "
         f"re-record it: ./course experiments {name}"
     )
+    assert record.data["description"] == experiment.description, (
+        f"{name}: the record's description differs from the experiment's; re-record it: ./course experiments {name}"
+    )
     for arm in record.arms:
         assert sorted(record.data["values"][arm], key=int) == [str(seed) for seed in record.seeds]
     provenance = record.data["provenance"]

@@ -703,7 +703,7 @@ register(
         replay=dict(arm="encoder-only", seed=0),
         chapter="chapters/07_beyond/01_families.ipynb",
         description="families_uses' month classification on whole sentences at a larger fine-tuning budget: 3 "
-        "passes over all 4 000 training sentences (500 steps) instead of one pass over 1 500 (63 steps), from each "
+        "passes over all 4 000 training sentences (501 steps) instead of one pass over 1 500 (63 steps), from each "
         "seed's pretrained encoder-only model and from a fresh one.",
     )
 )

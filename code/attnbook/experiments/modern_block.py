@@ -148,10 +148,16 @@ BLOCK_RATES = (1e-3, 1e-2)
 RATE_ARMS = tuple(f"{block}, lr {rate:g}" for rate in BLOCK_RATES for block in RATE_BLOCKS)
 
 
+#: ``modern_block_more_rates``: past the edge of that grid (the 2017 block did best at its highest rate, 1e-2)
+#: and between today's two best rates.
+MORE_RATE_ARMS = ("2017, lr 0.02", "2017, lr 0.03", "today, lr 0.005")
+
+
 def block_rate_run(arm: str, seed: int, passes: int = 8) -> dict:
-    """:func:`block_run` for the block and learning rate that ``arm`` names (:data:`RATE_ARMS`)."""
-    if arm not in RATE_ARMS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(RATE_ARMS)}")
+    """:func:`block_run` for the block and learning rate that ``arm`` names (:data:`RATE_ARMS`,
+    :data:`MORE_RATE_ARMS`)."""
+    if arm not in RATE_ARMS + MORE_RATE_ARMS:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(RATE_ARMS + MORE_RATE_ARMS)}")
     block, rate = arm.rsplit(", lr ", 1)
     return block_run(block, seed, passes, lr=float(rate))
 
@@ -168,6 +174,21 @@ register(
         description="modern_block's 2017 block, today's, and today's with learned positions (N(0, 1) start), "
         "trained as there (the same seeds and batches) at Adam learning rates 1e-3 and 1e-2 (modern_block: 3e-3): "
         "held-out loss per character after each of 8 passes.",
+    )
+)
+
+register(
+    Experiment(
+        name="modern_block_more_rates",
+        run=block_rate_run,
+        arms=MORE_RATE_ARMS,
+        seeds=tuple(range(6)),
+        settings=dict(passes=8),
+        replay=dict(arm="today, lr 0.005", seed=0, passes=1),
+        chapter="chapters/08_modern_block.ipynb",
+        description="modern_block_rates continued past its grid: the 2017 block at Adam 2e-2 and 3e-2 (its best of "
+        "1e-3, 3e-3 and 1e-2 was the highest) and today's block at 5e-3 (between its 3e-3 and 1e-2), trained as there "
+        "(the same seeds and batches): held-out loss per character after each of 8 passes.",
     )
 )
 
