@@ -380,3 +380,18 @@ register(
         "same 10 000 dates in batches of 32: validation exact match and loss after each of 3 passes.",
     )
 )
+
+register(
+    Experiment(
+        name="transformer_dates_longer",
+        run=dates_run,
+        arms=("Transformer",),
+        seeds=tuple(range(6)),
+        settings=dict(passes=8),
+        replay=dict(arm="Transformer", seed=0, passes=1),
+        chapter="chapters/06_transformer/03_experiment.ipynb",
+        description="transformer_dates' Transformer (the same seeds, batches, schedule and model) trained on for 8 "
+        "passes instead of 3 (its schedule does not depend on the length of the run, so the first 3 passes are the "
+        "record's): validation exact match and loss after each pass.",
+    )
+)
