@@ -18,7 +18,8 @@
    call's page faults, and again with memory kept (see 1.).
 3. ``generation``: whole generations with and without the cache, as the chapter's notebooks run them:
    ``dates`` -- 200 sequences, 46 new tokens, positions up to 48 (01_families);
-   ``long`` -- 4 sequences, 300 new tokens, positions up to 1 024 (02_long_inputs).
+   ``long`` -- 4 sequences, 300 new tokens, positions up to 1 024 (no notebook reads it any more:
+   02_long_inputs reads benchmarks/long_generation.json, 8 sequences, from long_generation.py).
 
 Every comparison is timed by ``attnbook.cost.compare_speeds``: the contestants -- in 1. and 2. both
 ways at every length -- take turns in rounds, each round the median of ``REPEAT`` calls, after one
