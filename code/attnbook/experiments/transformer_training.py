@@ -121,9 +121,17 @@ def paper_adam(model: nn.Module, peak: float, schedule: str, warmup: int):
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1 / warmup if done < 5 else 1.0)
     if schedule == "one big step":  # peak for the first step only; then a fifth of it
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 if done == 0 else 0.2)
+    if schedule in HELD_STEPS:  # peak for the first K steps; then a fifth of it
+        held = HELD_STEPS[schedule]
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 if done < held else 0.2)
     raise ValueError(
-        f"schedule must be 'constant', 'warm-up', 'paper', 'decay', 'small start' or 'one big step', got {schedule!r}"
+        "schedule must be 'constant', 'warm-up', 'paper', 'decay', 'small start', 'one big step', "
+        f"{', '.join(repr(name) for name in HELD_STEPS)}, got {schedule!r}"
     )
+
+
+#: Schedules that hold the peak for the first K steps, then drop to a fifth of it (the control's rate).
+HELD_STEPS = {"5 big steps": 5, "20 big steps": 20}
 
 
 #: The warm-up grid's arms: (pre-LN?, peak rate, schedule); warm-ups are 50 steps.
@@ -151,16 +159,24 @@ FIRST_STEP_ARMS = {
     "post-LN, 1 step at 1e-2, then 2e-3": (False, 1e-2, "one big step"),
 }
 
+#: The ``warmup_held_steps`` record's arms: between one step at 1e-2 (``warmup_first_steps``) and the whole
+#: run, how many steps at the high rate does post-LN survive? 1e-2 for 5 or 20 steps, then 2e-3.
+HELD_STEP_ARMS = {
+    "post-LN, 5 steps at 1e-2, then 2e-3": (False, 1e-2, "5 big steps"),
+    "post-LN, 20 steps at 1e-2, then 2e-3": (False, 1e-2, "20 big steps"),
+}
+
 #: The warm-up record's loss measures average this many steps: ``loss_10`` is steps 1-10.
 LOSS_WINDOW = 10
 
 
 def warmup_training(arm: str, seed: int, passes: int = 4, warmup: int = 50, layers: int = 6):
-    """Train one of :data:`WARMUP_ARMS`, :data:`DECAY_ONLY_ARMS` or :data:`FIRST_STEP_ARMS` from ``seed`` on
+    """Train one of :data:`WARMUP_ARMS`, :data:`DECAY_ONLY_ARMS`, :data:`FIRST_STEP_ARMS` or :data:`HELD_STEP_ARMS`
+    from ``seed`` on
     6.2's reversal task: batches of 32 (100 steps a pass), the paper's Adam, no clipping, evaluated on the 500
     held-out strings after every pass. Returns (model, :class:`~attnbook.training.History`; its
     ``step_losses`` hold every step's training loss)."""
-    arms = {**WARMUP_ARMS, **DECAY_ONLY_ARMS, **FIRST_STEP_ARMS}
+    arms = {**WARMUP_ARMS, **DECAY_ONLY_ARMS, **FIRST_STEP_ARMS, **HELD_STEP_ARMS}
     if arm not in arms:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(arms)}")
     norm_first, peak, schedule = arms[arm]
@@ -239,6 +255,23 @@ register(
         "steps at 2e-4 (the warm-up's first rate) and then a constant 1e-2; and one step at 1e-2, then a constant "
         "2e-3 (the control's rate). Does Adam's first step at the full rate start post-LN's collapse, or the "
         "high rate held over the first steps?",
+    )
+)
+
+
+register(
+    Experiment(
+        name="warmup_held_steps",
+        run=warmup_run,
+        arms=tuple(HELD_STEP_ARMS),
+        seeds=tuple(range(8)),
+        settings=dict(passes=2, warmup=50, layers=6),
+        replay=dict(arm="post-LN, 5 steps at 1e-2, then 2e-3", seed=0),  # both passes
+        chapter="chapters/06_transformer/02_training.ipynb",
+        description="The ``warmup`` record's post-LN Transformer, task, Adam, seeds and measures, 2 passes: 1e-2 for "
+        "the first 5 or the first 20 steps, then a constant 2e-3 (the control's rate). Between one step at the high "
+        "rate (``warmup_first_steps``, which post-LN survives) and the whole run (``warmup``, which it does not): "
+        "does holding the high rate for a few steps near the start stop post-LN?",
     )
 )
 
