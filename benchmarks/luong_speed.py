@@ -4,9 +4,13 @@
 
 One forward and backward pass (cross-entropy, teacher forced) on the same batch of 32
 sentences of Chapter 3's translation task, for every arm of attnbook.experiments.translation
-(the same encoder in all). One thread; the arms alternate over 7 rounds, each round the median
-of 5 steps. Writes benchmarks/luong_speed.json: per arm the median over the rounds and the
-lowest and highest round, in milliseconds. Run it on a quiet machine.
+(the same encoder in all), and one more contestant: ``general, step by step``, the general arm's
+own model run through its decoder one step at a time (``start`` and ``step``, teacher forced), which
+computes the same logits as its one-call ``forward``: the loop alone, without input feeding's other
+changes. One thread; the contestants alternate over 7 rounds, each round the median of 5 steps.
+Writes benchmarks/luong_speed.json: per contestant the median over the rounds, the lowest and highest
+round and every round, in milliseconds, and the machine's load before and after. Run it on a quiet
+machine.
 """
 
 from pathlib import Path
@@ -15,9 +19,12 @@ import torch
 import torch.nn.functional as F
 
 import attnbook
-from attnbook.cost import compare_speeds, write_benchmark
+from attnbook.cost import compare_speeds, machine_state, write_benchmark
 from attnbook.data import make_batch
 from attnbook.experiments import TRANSLATION_ARMS, translation_data, translation_model
+
+#: The extra contestant: the general arm's model, its decoder run one step at a time.
+STEP_BY_STEP = "general, step by step"
 
 
 def main() -> None:
@@ -34,11 +41,33 @@ def main() -> None:
 
         return run
 
-    timings = compare_speeds({arm: step(model) for arm, model in models.items()}, rounds=7, repeat=5)
+    def step_by_step(model):
+        def logits():
+            state, steps = model.start(batch.src), []
+            for prev in batch.tgt_in.unbind(dim=1):  # T x (B,): teacher forced
+                out = model.step(state, prev)
+                state = out.state
+                steps.append(out.logits)
+            return torch.stack(steps, dim=1)  # (B, T, V)
+
+        with torch.no_grad():  # the same logits as the one-call forward
+            assert torch.allclose(logits(), model(batch.src, batch.tgt_in).logits, atol=1e-5)
+
+        def run():
+            model.zero_grad()
+            F.cross_entropy(logits().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0).backward()
+
+        return run
+
+    steps = {arm: step(model) for arm, model in models.items()}
+    steps[STEP_BY_STEP] = step_by_step(models["general"])
+    before = machine_state()
+    timings = compare_speeds(steps, rounds=7, repeat=5)
+    after = machine_state()
+    names = {**TRANSLATION_ARMS, STEP_BY_STEP: "Luong general, decoder run step by step"}
     for arm, timing in timings.items():
         print(
-            f"{TRANSLATION_ARMS[arm]:42} {timing['median_ms']:6.1f} ms "
-            f"(rounds {timing['low_ms']:.1f} to {timing['high_ms']:.1f})"
+            f"{names[arm]:42} {timing['median_ms']:6.1f} ms (rounds {timing['low_ms']:.1f} to {timing['high_ms']:.1f})"
         )
     write_benchmark(
         Path(__file__).with_suffix(".json"),
@@ -51,6 +80,7 @@ def main() -> None:
                 repeat=5,
             ),
             "milliseconds": timings,
+            "machine_state": {"before": before, "after": after},
         },
     )
 
