@@ -4,7 +4,7 @@
 
 One forward and backward pass (cross-entropy, teacher forced) on the same batch of 32
 sentences of Chapter 3's translation task, for every arm of attnbook.experiments.translation
-(the same encoder in all), and one more contestant: ``general, step by step``, the general arm's
+(the same encoder in all), and one more contestant: ``general_step_by_step``, the general arm's
 own model run through its decoder one step at a time (``start`` and ``step``, teacher forced), which
 computes the same logits as its one-call ``forward``: the loop alone, without input feeding's other
 changes. One thread; the contestants alternate over 7 rounds, each round the median of 5 steps.
@@ -24,7 +24,7 @@ from attnbook.data import make_batch
 from attnbook.experiments import TRANSLATION_ARMS, translation_data, translation_model
 
 #: The extra contestant: the general arm's model, its decoder run one step at a time.
-STEP_BY_STEP = "general, step by step"
+STEP_BY_STEP = "general_step_by_step"
 
 
 def main() -> None:
