@@ -248,13 +248,13 @@ register(
         run=warmup_run,
         arms=tuple(FIRST_STEP_ARMS),
         seeds=tuple(range(8)),
-        settings=dict(passes=2, warmup=50, layers=6),
-        replay=dict(arm="post-LN, 1 step at 1e-2, then 2e-3", seed=0),  # both passes
+        settings=dict(passes=4, warmup=50, layers=6),
+        replay=dict(arm="post-LN, 1 step at 1e-2, then 2e-3", seed=0),  # every pass
         chapter="chapters/06_transformer/02_training.ipynb",
-        description="The ``warmup`` record's post-LN Transformer, task, Adam, seeds and measures, 2 passes: five "
-        "steps at 2e-4 (the warm-up's first rate) and then a constant 1e-2; and one step at 1e-2, then a constant "
-        "2e-3 (the control's rate). Does Adam's first step at the full rate start post-LN's collapse, or the "
-        "high rate held over the first steps?",
+        description="The ``warmup`` record's post-LN Transformer, task, Adam, seeds and measures, 4 passes "
+        "(as the grid): five steps at 2e-4 (the warm-up's first rate) and then a constant 1e-2; and one step "
+        "at 1e-2, then a constant 2e-3 (the control's rate). Does Adam's first step at the full rate start "
+        "post-LN's collapse, or the high rate held over the first steps?",
     )
 )
 
@@ -265,13 +265,13 @@ register(
         run=warmup_run,
         arms=tuple(HELD_STEP_ARMS),
         seeds=tuple(range(8)),
-        settings=dict(passes=2, warmup=50, layers=6),
-        replay=dict(arm="post-LN, 5 steps at 1e-2, then 2e-3", seed=0),  # both passes
+        settings=dict(passes=4, warmup=50, layers=6),
+        replay=dict(arm="post-LN, 5 steps at 1e-2, then 2e-3", seed=0),  # every pass
         chapter="chapters/06_transformer/02_training.ipynb",
-        description="The ``warmup`` record's post-LN Transformer, task, Adam, seeds and measures, 2 passes: 1e-2 for "
-        "the first 5 or the first 20 steps, then a constant 2e-3 (the control's rate). Between one step at the high "
-        "rate (``warmup_first_steps``, which post-LN survives) and the whole run (``warmup``, which it does not): "
-        "does holding the high rate for a few steps near the start stop post-LN?",
+        description="The ``warmup`` record's post-LN Transformer, task, Adam, seeds and measures, 4 passes "
+        "(as the grid): 1e-2 for the first 5 or the first 20 steps, then a constant 2e-3 (the control's rate). "
+        "Between one step at the high rate (``warmup_first_steps``, which post-LN survives) and the whole run "
+        "(``warmup``, which it does not): does holding the high rate for a few steps near the start stop post-LN?",
     )
 )
 
