@@ -14,12 +14,13 @@
 2. ``cache_step``: one generation step of Chapter 7's decoder-only model (2 pre-LN layers, d_model 64,
    4 heads, d_ff 128, vocabulary 64, positions up to 1 024, untrained: the time does not depend on the
    weights), 8 sequences, after t tokens: with the key/value cache (the new position only, its keys and
-   values appended to the t cached ones) and without (the model run on all t + 1 positions). With each
-   call's page faults, and again with memory kept (see 1.).
-3. ``generation``: whole generations with and without the cache, as the chapter's notebooks run them:
-   ``dates`` -- 200 sequences, 46 new tokens, positions up to 48 (01_families);
-   ``long`` -- 4 sequences, 300 new tokens, positions up to 1 024 (no notebook reads it any more:
-   02_long_inputs reads benchmarks/long_generation.json, 8 sequences, from long_generation.py).
+   values appended to the t cached ones: ``KVCache.extend`` concatenates, so it copies the whole cache
+   at every step), with a cache written into memory set aside in advance (:class:`SetAsideCache`: the
+   same step, the same outputs, no copy of the cache), and without (the model run on all t + 1
+   positions). With each call's page faults, and again with memory kept (see 1.).
+3. ``generation``: whole generations with and without the cache, as 01_families runs them:
+   ``dates`` -- 200 sequences, 46 new tokens, positions up to 48 (02_long_inputs reads
+   benchmarks/long_generation.json, 8 sequences of 300 tokens, from long_generation.py).
 
 Every comparison is timed by ``attnbook.cost.compare_speeds``: the contestants -- in 1. and 2. both
 ways at every length -- take turns in rounds, each round the median of ``REPEAT`` calls, after one
@@ -43,14 +44,14 @@ import torch.nn.functional as F
 
 import attnbook
 from attnbook import cost
-from attnbook.attention import MultiHeadAttention, merge_heads, split_heads
+from attnbook.attention import KVCache, MultiHeadAttention, merge_heads, split_heads
 from attnbook.language_models import DecoderOnly, generate
 
 ROUNDS, REPEAT = 7, 5  # rounds of compare_speeds; calls per round (their median)
 LAYER = dict(d_model=128, heads=4, batch=1, lengths=[64, 128, 256, 512, 1024, 2048, 4096])
 MODEL = dict(vocab=64, d_model=64, num_heads=4, num_layers=2, d_ff=128)
 CACHE = dict(batch=8, max_len=1024, positions=[32, 64, 128, 256, 512, 1000])
-GENERATION = {"dates": dict(sequences=200, tokens=46, max_len=48), "long": dict(sequences=4, tokens=300, max_len=1024)}
+GENERATION = {"dates": dict(sequences=200, tokens=46, max_len=48)}
 
 
 def by_length(timed: dict, names: list[str], lengths: list[int], key: str) -> dict:
@@ -125,6 +126,34 @@ def new_model(max_len: int) -> DecoderOnly:
     ).eval()
 
 
+class SetAsideCache(KVCache):
+    """A key/value cache written into memory set aside for ``capacity`` positions: the new positions' keys
+    and values are copied into place, the cache itself is not copied (``KVCache.extend`` concatenates)."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+        self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # keys, values (B, H, capacity, d_head)
+
+    def extend(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.buffers is None:
+            b, h, _, d = keys.shape
+            self.buffers = (keys.new_empty(b, h, self.capacity, d), values.new_empty(b, h, self.capacity, d))
+        start, end = self.seen, self.seen + keys.size(2)
+        self.buffers[0][:, :, start:end] = keys
+        self.buffers[1][:, :, start:end] = values
+        self.rewind(end)
+        return self.keys, self.values
+
+    def rewind(self, positions: int) -> None:
+        """Keep the first ``positions`` positions (the later ones are overwritten by the next extend)."""
+        self.seen = positions
+        self.keys, self.values = (buffer[:, :, :positions] for buffer in self.buffers)
+
+
+CACHE_WAYS = ["with the cache", "set-aside cache", "without"]
+
+
 def cache_step() -> dict:
     model = new_model(CACHE["max_len"])
     steps = {}
@@ -134,18 +163,26 @@ def cache_step() -> dict:
             caches = model.new_caches()
             model(ids[:, :t], caches)  # the t earlier positions, cached once (not timed)
             stored = [(cache.keys, cache.values) for cache in caches]
+            set_aside = [SetAsideCache(t + 1) for _ in caches]
+            model(ids[:, :t], set_aside)  # the same t positions, in the set-aside memory
 
             def cached(ids=ids, t=t, caches=caches, stored=stored):
                 for cache, (keys, values) in zip(caches, stored):  # back to t positions: no copy
                     cache.keys, cache.values = keys, values
                 return model(ids[:, t:], caches)  # the new position only
 
+            def cached_set_aside(ids=ids, t=t, caches=set_aside):
+                for cache in caches:
+                    cache.rewind(t)  # back to t positions: no copy
+                return model(ids[:, t:], caches)  # the new position only
+
+            assert torch.allclose(cached().logits, cached_set_aside().logits, atol=1e-5)  # the same step
             steps[f"with the cache t={t}"] = cached
+            steps[f"set-aside cache t={t}"] = cached_set_aside
             steps[f"without t={t}"] = lambda ids=ids: model(ids)  # all t + 1 positions
         timed = cost.compare_speeds(steps, rounds=ROUNDS, repeat=REPEAT)
-        names = ("with the cache", "without")
-        faults = {name: [page_faults(steps[f"{name} t={t}"]) for t in CACHE["positions"]] for name in names}
-    results = by_length(timed, ["with the cache", "without"], CACHE["positions"], "t")
+        faults = {way: [page_faults(steps[f"{way} t={t}"]) for t in CACHE["positions"]] for way in CACHE_WAYS}
+    results = by_length(timed, CACHE_WAYS, CACHE["positions"], "t")
     for i, t in enumerate(CACHE["positions"]):
         print(f"t={t:5d} " + "  ".join(f"{n} {r[i]['median_ms']:.2f} ms" for n, r in results.items()), flush=True)
     return {
