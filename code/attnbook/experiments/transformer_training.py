@@ -101,7 +101,9 @@ def paper_adam(model: nn.Module, peak: float, schedule: str, warmup: int):
     - ``"warm-up"``: rises linearly to ``peak`` over ``warmup`` steps, then stays;
     - ``"paper"``: rises the same way, then falls as step^-0.5 (:func:`warmup_schedule`);
     - ``"decay"``: the paper's schedule without its warm-up: ``peak`` for ``warmup`` steps,
-      then the same fall, ``peak · (warmup / step)^0.5``.
+      then the same fall, ``peak · (warmup / step)^0.5``;
+    - ``"small start"``: ``peak / warmup`` for 5 steps, then ``peak``;
+    - :data:`HELD_STEPS` (``"one big step"``, ...): ``peak`` for the first K steps, then a fifth of it.
 
     Returns (optimizer, scheduler or None).
     """
@@ -119,19 +121,17 @@ def paper_adam(model: nn.Module, peak: float, schedule: str, warmup: int):
         )
     if schedule == "small start":  # the warm-up's first rate, peak / warmup, for 5 steps; then peak
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1 / warmup if done < 5 else 1.0)
-    if schedule == "one big step":  # peak for the first step only; then a fifth of it
-        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 if done == 0 else 0.2)
     if schedule in HELD_STEPS:  # peak for the first K steps; then a fifth of it
         held = HELD_STEPS[schedule]
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 if done < held else 0.2)
     raise ValueError(
-        "schedule must be 'constant', 'warm-up', 'paper', 'decay', 'small start', 'one big step', "
+        "schedule must be 'constant', 'warm-up', 'paper', 'decay', 'small start', "
         f"{', '.join(repr(name) for name in HELD_STEPS)}, got {schedule!r}"
     )
 
 
 #: Schedules that hold the peak for the first K steps, then drop to a fifth of it (the control's rate).
-HELD_STEPS = {"5 big steps": 5, "20 big steps": 20}
+HELD_STEPS = {"one big step": 1, "5 big steps": 5, "20 big steps": 20}
 
 
 #: The warm-up grid's arms: (pre-LN?, peak rate, schedule); warm-ups are 50 steps.
@@ -171,11 +171,10 @@ LOSS_WINDOW = 10
 
 
 def warmup_training(arm: str, seed: int, passes: int = 4, warmup: int = 50, layers: int = 6):
-    """Train one of :data:`WARMUP_ARMS`, :data:`DECAY_ONLY_ARMS`, :data:`FIRST_STEP_ARMS` or :data:`HELD_STEP_ARMS`
-    from ``seed`` on
-    6.2's reversal task: batches of 32 (100 steps a pass), the paper's Adam, no clipping, evaluated on the 500
-    held-out strings after every pass. Returns (model, :class:`~attnbook.training.History`; its
-    ``step_losses`` hold every step's training loss)."""
+    """Train one of :data:`WARMUP_ARMS`, :data:`DECAY_ONLY_ARMS`, :data:`FIRST_STEP_ARMS` or
+    :data:`HELD_STEP_ARMS` from ``seed`` on 6.2's reversal task: batches of 32 (100 steps a pass), the paper's
+    Adam, no clipping, evaluated on the 500 held-out strings after every pass. Returns (model,
+    :class:`~attnbook.training.History`; its ``step_losses`` hold every step's training loss)."""
     arms = {**WARMUP_ARMS, **DECAY_ONLY_ARMS, **FIRST_STEP_ARMS, **HELD_STEP_ARMS}
     if arm not in arms:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(arms)}")
