@@ -49,7 +49,7 @@ PASS_LINES = {
         "✓ Bahdanau decoder step: all 3 cases passed (padding and no padding; B, E, H, A, S, V, N all different).\n"
     ),
     check_luong_general_score: (
-        "✓ Luong general score: all 5 cases passed (B, L, d_t, d_s all different in four cases; "
+        "✓ Luong general score: all 5 cases passed (B, S, d_t, d_s all different in four cases; "
         "a square, non-symmetric W_a in one; a batch of one).\n"
     ),
     check_luong_step: (
@@ -926,7 +926,7 @@ LG_WRONG = [
         lambda h, s, W: torch.tanh(lg_einsum(h, s, W)),  # defect: no named mistake before
         ["a tanh was applied", "*concat* score"],
     ),
-    (lambda h, s, W: ((h @ W).unsqueeze(1) * s).sum(1), ["the sum ran over the L=5 positions"]),
+    (lambda h, s, W: ((h @ W).unsqueeze(1) * s).sum(1), ["the sum ran over the S=5 positions"]),
     (lambda h, s, W: (h @ W).unsqueeze(1) * s, ["a sum over the d_s features"]),
     (
         lambda h, s, W: (s @ (h @ W).unsqueeze(-1)).squeeze(),  # defect: a vaguer hint

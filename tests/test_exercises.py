@@ -843,7 +843,7 @@ def lg_right_with_module(h_t, h_s, W_a):
 def test_luong_general_score_passes_right_solutions(solution, capsys):
     out = _passes(check_luong_general_score, solution, capsys)
     assert (
-        "Luong general score: all 5 cases passed (B, L, d_t, d_s all different in four cases; "
+        "Luong general score: all 5 cases passed (B, S, d_t, d_s all different in four cases; "
         "a square, non-symmetric W_a in one; a batch of one)"
     ) in out
 
@@ -853,7 +853,7 @@ def test_luong_general_score_passes_right_solutions(solution, capsys):
     [
         (
             lambda h, s, W: torch.einsum("bd,ed,ble->bl", h, W, s),
-            ["the output values differ", "W_a is used transposed", "h_tᵀ W_aᵀ h̄_j", "case 1 of 5"],
+            ["the output values differ", "W_a is used transposed", "h_tᵀ W_aᵀ h̄_s", "case 1 of 5"],
         ),
         (lambda h, s, W: (s @ W @ h.unsqueeze(-1)).squeeze(-1), ["W_a is used transposed"]),
         (lambda h, s, W: torch.einsum("bd,bld->bl", h, s), ["W_a is missing", "the *dot* score"]),
@@ -863,7 +863,7 @@ def test_luong_general_score_passes_right_solutions(solution, capsys):
         ),
         (
             lambda h, s, W: ((h @ W).unsqueeze(1) * s).sum(1),
-            ["the output has shape (3, 4) but expected (3, 5)", "the sum ran over the L=5 positions"],
+            ["the output has shape (3, 4) but expected (3, 5)", "the sum ran over the S=5 positions"],
         ),
         (
             lambda h, s, W: (h @ W).unsqueeze(1) * s,

@@ -1,6 +1,6 @@
 """Chapter 3 (Luong attention): the checkers of its code exercises.
 
-- :func:`check_luong_general_score`: Luong et al.'s ``general`` score ``h_tᵀ W_a h̄_j`` for
+- :func:`check_luong_general_score`: Luong et al.'s ``general`` score ``h_tᵀ W_a h̄_s`` for
   every source position.
 - :func:`check_luong_step`: one step of Luong's decoder with input feeding.
 - :func:`check_local_p_window`: the Gaussian window of local-p attention.
@@ -40,7 +40,7 @@ __all__ = ["check_luong_general_score", "check_luong_step", "check_local_p_windo
 
 def _general_cases() -> list[Case]:
     generator = torch.Generator().manual_seed(31)
-    # (B, L, d_t, d_s): the first case square, the others rectangular (d_t ≠ d_s), as when a
+    # (B, S, d_t, d_s): the first case square, the others rectangular (d_t ≠ d_s), as when a
     # bidirectional encoder's annotations are larger than the decoder's state
     specs = [(3, 5, 4, 4), (2, 7, 6, 4), (4, 3, 5, 8), (1, 6, 3, 5), (5, 2, 7, 3)]
     return [_general_case(*spec, generator) for spec in specs]
@@ -56,28 +56,28 @@ def _general_case(batch: int, length: int, d_t: int, d_s: int, generator) -> Cas
         W_a = randn(d_t, d_s) / d_s**0.5
     return Case(
         description=f"h_t {tuple(h_t.shape)}, h_s {tuple(h_s.shape)}, W_a {tuple(W_a.shape)} (B={batch}, "
-        f"L={length}, d_t={d_t}, d_s={d_s})",
+        f"S={length}, d_t={d_t}, d_s={d_s})",
         args=(h_t, h_s, W_a),
         arg_names=("h_t", "h_s", "W_a"),
         expected=_general_reference(h_t, h_s, W_a),
-        info={"B": batch, "L": length, "d_t": d_t, "d_s": d_s},
+        info={"B": batch, "S": length, "d_t": d_t, "d_s": d_s},
     )
 
 
 def _general_reference(h_t, h_s, W_a):
     """score[b, j] = h_t[b] @ W_a @ h_s[b, j]."""
-    return torch.einsum("bd,de,ble->bl", h_t.double(), W_a.double(), h_s.double()).float()  # (B, L)
+    return torch.einsum("bd,de,ble->bl", h_t.double(), W_a.double(), h_s.double()).float()  # (B, S)
 
 
 def _cross_scores(h_t, h_s, W_a):
     """cross[b, c, j] = h_t[b] @ W_a @ h_s[c, j]: every row's query against every row's keys."""
-    return torch.einsum("bd,de,cle->bcl", h_t.double(), W_a.double(), h_s.double())  # (B, B, L)
+    return torch.einsum("bd,de,cle->bcl", h_t.double(), W_a.double(), h_s.double())  # (B, B, S)
 
 
 def _compare_general(got, case: Case) -> str | None:
     expected = case.expected
     info = case.info
-    batch, length = info["B"], info["L"]
+    batch, length = info["B"], info["S"]
     if isinstance(got, (tuple, list)) and got and all(isinstance(x, torch.Tensor) for x in got):
         shapes = ", ".join(str(tuple(x.shape)) for x in got)
         return (
@@ -117,20 +117,20 @@ def _general_mistake(got, h_t, h_s, W_a, batch: int) -> str:
         transposed = _general_reference(h_t, h_s, W_a.T).double()
     if close(got, transposed):
         return (
-            "W_a is used transposed: you computed h_tᵀ W_aᵀ h̄_j (e.g. h_s @ W_a @ h_t, or W_a @ h_t). "
-            "The score is h_tᵀ W_a h̄_j = (h_t @ W_a) · h̄_j, or h_t · (W_a @ h̄_j)"
+            "W_a is used transposed: you computed h_tᵀ W_aᵀ h̄_s (e.g. h_s @ W_a @ h_t, or W_a @ h_t). "
+            "The score is h_tᵀ W_a h̄_s = (h_t @ W_a) · h̄_s, or h_t · (W_a @ h̄_s)"
         )
     if h_t.shape[-1] == h_s.shape[-1] and close(got, torch.einsum("bd,bld->bl", h_t.double(), h_s.double())):
-        return "W_a is missing: h_tᵀ h̄_j is the *dot* score; the *general* score puts W_a between them, h_tᵀ W_a h̄_j"
+        return "W_a is missing: h_tᵀ h̄_s is the *dot* score; the *general* score puts W_a between them, h_tᵀ W_a h̄_s"
     if any(close(got, torch.softmax(scores, dim=dim)) for scores in (right, transposed) for dim in (-1, 0)):
         return (
-            "these are softmax weights, not scores; return the raw scores h_tᵀ W_a h̄_j and leave "
+            "these are softmax weights, not scores; return the raw scores h_tᵀ W_a h̄_s and leave "
             "the softmax out (attention applies it afterwards)"
         )
     if (got >= 0).all() and (((got.sum(-1) - 1).abs() < 1e-4).all() or ((got.sum(0) - 1).abs() < 1e-4).all()):
         return "the values sum to 1 like softmax weights; return the raw scores, before any softmax"
     if close(got, torch.tanh(right)):
-        return "a tanh was applied: the general score is h_tᵀ W_a h̄_j itself (the tanh belongs to the *concat* score)"
+        return "a tanh was applied: the general score is h_tᵀ W_a h̄_s itself (the tanh belongs to the *concat* score)"
     d = h_t.shape[-1]
     if h_s.shape[-1] == d and (close(got, right / math.sqrt(d)) or close(got, transposed / math.sqrt(d))):
         return (
@@ -168,29 +168,29 @@ def _mixed_rows_hint(got, cross, batch: int) -> str:
 
 
 def _general_shape_hint(shape: tuple, info: dict) -> str:
-    batch, length, d_t, d_s = info["B"], info["L"], info["d_t"], info["d_s"]
+    batch, length, d_t, d_s = info["B"], info["S"], info["d_t"], info["d_s"]
     if shape == (batch, length, 1):
         return "drop the last dimension (.squeeze(-1)): one score per position"
     if shape == (batch, 1, length):
         return "drop the middle dimension (.squeeze(1)): one score per position"
     if shape in ((batch, d_s), (batch, d_t)):
         return (
-            f"this has {shape[1]} numbers per row: the sum ran over the L={length} positions; sum over "
+            f"this has {shape[1]} numbers per row: the sum ran over the S={length} positions; sum over "
             "the features instead, so that each position gets one score"
         )
     if shape == (batch, length, d_s):
         return (
             "one score per position means a sum over the d_s features (the last dimension) of the "
-            "product of h_tᵀ W_a with h̄_j"
+            "product of h_tᵀ W_a with h̄_s"
         )
     if shape == (batch, batch, length):
         return (
-            "every row's h_t was scored against every row's annotations: (B, d) @ (B, d, L) "
+            "every row's h_t was scored against every row's annotations: (B, d) @ (B, d, S) "
             "broadcasts. Make h_t (B, 1, d) with .unsqueeze(1) so that each row meets only its own h_s, "
             "then .squeeze(1)"
         )
     if shape == (length, batch):
-        return "the dimensions are swapped: put the batch first, (B, L)"
+        return "the dimensions are swapped: put the batch first, (B, S)"
     if batch == 1 and shape == (length,):
         return (
             "with a batch of one, .squeeze() without a dimension also drops the "
@@ -198,7 +198,7 @@ def _general_shape_hint(shape: tuple, info: dict) -> str:
             ".squeeze(-1)"
         )
     if shape == (length,) or shape == (batch,):
-        return "one score per row and position: keep both the batch and the position dimensions, (B, L)"
+        return "one score per row and position: keep both the batch and the position dimensions, (B, S)"
     return ""
 
 
@@ -206,18 +206,18 @@ def _general_shape_hint(shape: tuple, info: dict) -> str:
     "Luong general score",
     _general_cases,
     _compare_general,
-    shape_hint="h_t (B, d_t) = ({B}, {d_t}), h_s (B, L, d_s) = ({B}, {L}, {d_s}), W_a (d_t, d_s) = "
+    shape_hint="h_t (B, d_t) = ({B}, {d_t}), h_s (B, S, d_s) = ({B}, {S}, {d_s}), W_a (d_t, d_s) = "
     "({d_t}, {d_s}). For all rows at once, h_t @ W_a is (B, d_s); make it (B, 1, d_s) with .unsqueeze(1) "
-    "and multiply by h_s.transpose(1, 2) (B, d_s, L) to get (B, 1, L), then .squeeze(1)",
-    summary="B, L, d_t, d_s all different in four cases; a square, non-symmetric W_a in one; a batch of one",
+    "and multiply by h_s.transpose(1, 2) (B, d_s, S) to get (B, 1, S), then .squeeze(1)",
+    summary="B, S, d_t, d_s all different in four cases; a square, non-symmetric W_a in one; a batch of one",
 )
 def check_luong_general_score(fn) -> bool:
     """Check ``fn(h_t, h_s, W_a) -> scores``, Luong et al.'s *general* score for every position.
 
     For each row of the batch, the current decoder state ``h_t`` is scored against every
-    annotation ``h̄_j`` of that row's source::
+    annotation ``h̄_s`` of that row's source::
 
-        score_j = h_tᵀ W_a h̄_j        one number per source position j
+        score_s = h_tᵀ W_a h̄_s        one number per source position s
 
     ``W_a`` is used as it is given, not transposed: for one row and one position the score is
     ``h_t @ W_a @ h_s[b, j]``. For all positions of all rows at once, for example
@@ -225,18 +225,18 @@ def check_luong_general_score(fn) -> bool:
     ``torch.einsum("bd,de,ble->bl", h_t, W_a, h_s)``. ``W_a`` is not symmetric, so ``W_a``
     and ``W_a.T`` give different scores. (In :class:`attnbook.attention.GeneralScore`,
     ``W_a`` is ``self.W_a.weight``, the weight of ``nn.Linear(key_dim, query_dim)``, so
-    ``self.W_a(h_s)`` is ``W_a h̄_j`` for every ``j``: the same orientation.)
+    ``self.W_a(h_s)`` is ``W_a h̄_s`` for every ``s``: the same orientation.)
 
     Return the raw scores: the softmax over the positions comes later. Each row uses only its
     own keys. Don't change the inputs in place.
 
     Shapes:
-        h_t: ``(B, d_t)``, the decoder state of each row; h_s: ``(B, L, d_s)``, the annotations;
+        h_t: ``(B, d_t)``, the decoder state of each row; h_s: ``(B, S, d_s)``, the annotations;
         W_a: ``(d_t, d_s)``. The sizes need not be equal: unlike the dot score, the general
         score can meet annotations larger than the state (a bidirectional encoder's).
-        returns: scores ``(B, L)``.
+        returns: scores ``(B, S)``.
 
-    ``B``, ``L``, ``d_t`` and ``d_s`` are all different in four of the five cases; the first has
+    ``B``, ``S``, ``d_t`` and ``d_s`` are all different in four of the five cases; the first has
     a square, non-symmetric ``W_a``; one case is a batch of one.
 
     Returns True if every case passed.
