@@ -38,6 +38,7 @@ __all__ = [
     "sense_triple",
     "sense_vocab",
     "encode_senses",
+    "sense_model",
     "sense_run",
     "referent_split",
     "referent_vocab",
@@ -156,6 +157,19 @@ def encode_senses(examples: list[Example], vocab: Vocab) -> tuple[Tensor, Tensor
     return words, tags
 
 
+def sense_model(seed: int, epochs: int = 30, d_model: int = 16) -> TinySelfAttention:
+    """Chapter 4's one-layer tagger trained from ``seed`` on :func:`sense_splits`' training
+    sentences, as :func:`sense_run` trains it (the ``senses`` record's models)."""
+    vocab = sense_vocab()
+    x_train, y_train = encode_senses(sense_splits().train, vocab)
+    torch.manual_seed(seed)
+    model = TinySelfAttention(len(vocab), d_model=d_model, layers=1, n_outputs=len(TAGS))
+    train_on_tensors(
+        model, x_train, y_train, lambda logits, y: F.cross_entropy(logits.flatten(0, 1), y.flatten()), epochs, seed=seed
+    )
+    return model
+
+
 def sense_run(arm: str, seed: int, epochs: int = 30, d_model: int = 16) -> dict:
     """Train Chapter 4's one-layer tagger from ``seed`` on :func:`sense_splits`; measure it on
     the held-out sentences.
@@ -169,13 +183,9 @@ def sense_run(arm: str, seed: int, epochs: int = 30, d_model: int = 16) -> dict:
     """
     if arm != "tagger":
         raise ValueError(f"unknown arm {arm!r}; the arm is 'tagger'")
-    splits, vocab = sense_splits(), sense_vocab()
-    (x_train, y_train), (x_test, y_test) = encode_senses(splits.train, vocab), encode_senses(splits.test, vocab)
-    torch.manual_seed(seed)
-    model = TinySelfAttention(len(vocab), d_model=d_model, layers=1, n_outputs=len(TAGS))
-    train_on_tensors(
-        model, x_train, y_train, lambda logits, y: F.cross_entropy(logits.flatten(0, 1), y.flatten()), epochs, seed=seed
-    )
+    vocab = sense_vocab()
+    x_test, y_test = encode_senses(sense_splits().test, vocab)
+    model = sense_model(seed, epochs, d_model)
     with torch.no_grad():
         logits, outputs, (weights,) = model(x_test)  # (N, 6, 3), (N, 6, d), (N, 6, 6)
     is_bat = x_test == vocab.encode(["bat"])[0]  # (N, 6), one True per row
