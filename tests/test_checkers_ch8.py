@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.exercises import check_apply_rope, check_expand_kv_heads, check_rms_norm
+from attnbook.exercises import check_apply_rope, check_expand_kv_heads, check_grouped_attention, check_rms_norm
 from conftest import checker_fails, checker_passes
 
 # ============================================================ apply_rope
@@ -171,3 +171,149 @@ def test_expand_kv_heads_accepts_correct_solutions(solution, capsys):
 )
 def test_expand_kv_heads_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_expand_kv_heads, wrong, capsys, fragment)
+
+
+# ============================================================ grouped_attention
+
+
+def ga_broadcast(q, k, v):
+    B, H, T, d = q.shape
+    G = k.shape[1]
+    q = q.reshape(B, G, H // G, T, d)  # query heads g·H/G .. (g+1)·H/G - 1 share key/value head g
+    k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, G, 1, S, d)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1)  # (B, G, H/G, T, S)
+    return (weights @ v).reshape(B, H, T, d)
+
+
+def ga_einsum(q, k, v):
+    B, H, T, d = q.shape
+    G = k.shape[1]
+    q = q.view(B, G, H // G, T, d)
+    weights = torch.einsum("bgrtd,bgsd->bgrts", q, k).mul(d**-0.5).softmax(-1)
+    return torch.einsum("bgrts,bgsd->bgrtd", weights, v).flatten(1, 2)
+
+
+def ga_copies(q, k, v):
+    r = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)  # copying is allowed
+    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1) @ v
+
+
+def ga_loops(q, k, v):
+    B, H, T, d = q.shape
+    G = k.shape[1]
+    out = torch.zeros_like(q)
+    for b in range(B):
+        for h in range(H):
+            g = h // (H // G)
+            for t in range(T):
+                scores = torch.stack([q[b, h, t] @ k[b, g, s] for s in range(k.shape[2])]) / math.sqrt(d)
+                out[b, h, t] = torch.softmax(scores, 0) @ v[b, g]
+    return out
+
+
+def ga_numpy(q, k, v):
+    B, H, T, d = q.shape
+    G = k.shape[1]
+    q, k, v = q.numpy().reshape(B, G, H // G, T, d), k.numpy()[:, :, None], v.numpy()[:, :, None]
+    scores = q @ k.swapaxes(-2, -1) / np.sqrt(d)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return (weights / weights.sum(-1, keepdims=True) @ v).reshape(B, H, T, d)
+
+
+@pytest.mark.parametrize(
+    "solution",
+    [
+        ga_broadcast,
+        ga_einsum,
+        ga_copies,
+        ga_loops,
+        ga_numpy,
+        lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+    ],
+)
+def test_grouped_attention_accepts_correct_solutions(solution, capsys):
+    checker_passes(check_grouped_attention, solution, capsys)
+
+
+def test_grouped_attention_prints_one_pass_line(capsys):
+    out = checker_passes(check_grouped_attention, ga_broadcast, capsys)
+    assert out == (
+        "✓ grouped-query attention without copies: all 5 cases passed (G = 1, 2, 3 key/value heads for 3 to 8 "
+        "query heads, G = H, S != T, one query (T = 1), d from 2 to 16).\n"
+    )
+
+
+def ga_mistaken(q, k, v, order="//", scale="sqrt", softmax_dim=-1, merge="direct", causal=False):
+    """Reshape and broadcast, with one mistake."""
+    B, H, T, d = q.shape
+    G, S = k.shape[1:3]
+    if order == "//":
+        q = q.reshape(B, G, H // G, T, d)
+        k, v = k[:, :, None], v[:, :, None]  # (B, G, 1, S, d)
+    else:  # (B, H/G, G, T, d): query head h meets key/value head h % G
+        q = q.reshape(B, H // G, G, T, d)
+        k, v = k[:, None], v[:, None]  # (B, 1, G, S, d)
+    scores = q @ k.transpose(-2, -1) / {"sqrt": math.sqrt(d), "none": 1, "d": d}[scale]
+    if causal:
+        scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(), float("-inf"))
+    out = scores.softmax(softmax_dim) @ v
+    if merge == "none":
+        return out
+    if merge == "transposed":
+        out = out.transpose(1, 2)
+    return out.reshape(B, H, T, d)
+
+
+@pytest.mark.parametrize(
+    "options, fragment",
+    [
+        (dict(order="%"), "key/value head h % G"),
+        (dict(scale="none"), "not scaled: divide q @ kᵀ by √d"),
+        (dict(scale="d"), "divided by d; the scale is √d"),
+        (dict(softmax_dim=-2), "the softmax ran over the queries"),
+        (dict(softmax_dim=2), "the softmax ran over the query heads of a group"),
+        (dict(merge="none"), "the groups were not merged back"),
+        (dict(merge="transposed"), "merged back in another order"),
+        (dict(causal=True), "there is no mask"),
+    ],
+)
+def test_grouped_attention_names_typical_mistakes(options, fragment, capsys):
+    checker_fails(check_grouped_attention, lambda q, k, v: ga_mistaken(q, k, v, **options), capsys, fragment)
+
+
+def test_grouped_attention_names_the_order_of_repeat(capsys):
+    def copied_with_repeat(q, k, v):
+        r = q.shape[1] // k.shape[1]
+        k, v = k.repeat(1, r, 1, 1), v.repeat(1, r, 1, 1)  # heads 0, 1, 0, 1, ...
+        return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1) @ v
+
+    checker_fails(check_grouped_attention, copied_with_repeat, capsys, "key/value head h % G", "repeat_interleave")
+
+
+@pytest.mark.parametrize(
+    "wrong, fragment",
+    [
+        (
+            lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v,
+            "view q as (B, G, H // G, T, d)",
+        ),
+        (lambda q, k, v: ga_broadcast(q, k, v).transpose(1, 2).view(*q.shape), "view needs"),
+        (lambda q, k, v: (ga_broadcast(q, k, v), None), "return only the tensor"),
+        (lambda q, k, v: ga_broadcast(q, k, v)[..., :-1], "shape"),
+        (lambda q, k, v: ga_broadcast(q, k, v).tolist(), "a list"),
+        (lambda q, k, v: None, "None"),
+        (lambda q, k, v: 1 / 0, "ZeroDivisionError"),
+        (lambda q, k: q, "TypeError"),
+    ],
+)
+def test_grouped_attention_rejects_wrong_answers_without_raising(wrong, fragment, capsys):
+    checker_fails(check_grouped_attention, wrong, capsys, fragment)
+
+
+def test_grouped_attention_leaves_the_inputs_alone(capsys):
+    def in_place(q, k, v):
+        q /= math.sqrt(q.shape[-1])
+        return ga_broadcast(q * math.sqrt(q.shape[-1]), k, v)
+
+    checker_fails(check_grouped_attention, in_place, capsys, "in place")

@@ -28,13 +28,14 @@ One module per chapter; import every checker from here, e.g.
 - Chapter 7 (beyond 2017, :mod:`attnbook.exercises.beyond`):
   :func:`check_mask_tokens`, :func:`check_running_softmax`.
 - Chapter 8 (today's decoder block, :mod:`attnbook.exercises.modern`):
-  :func:`check_apply_rope`, :func:`check_rms_norm`, :func:`check_expand_kv_heads`.
+  :func:`check_apply_rope`, :func:`check_rms_norm`, :func:`check_expand_kv_heads`,
+  :func:`check_grouped_attention`.
 """
 
 from attnbook.exercises.bahdanau import check_additive_attention, check_bahdanau_step, check_masked_softmax
 from attnbook.exercises.beyond import check_mask_tokens, check_running_softmax
 from attnbook.exercises.luong import check_local_p_window, check_luong_general_score, check_luong_step
-from attnbook.exercises.modern import check_apply_rope, check_expand_kv_heads, check_rms_norm
+from attnbook.exercises.modern import check_apply_rope, check_expand_kv_heads, check_grouped_attention, check_rms_norm
 from attnbook.exercises.multi_head import check_merge_heads, check_split_heads
 from attnbook.exercises.self_attention import check_scaled_dot_product_attention, check_window_average
 from attnbook.exercises.seq2seq import check_greedy_decode, check_teacher_forcing_inputs
@@ -60,4 +61,5 @@ __all__ = [
     "check_apply_rope",
     "check_rms_norm",
     "check_expand_kv_heads",
+    "check_grouped_attention",
 ]

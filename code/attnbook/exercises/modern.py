@@ -3,17 +3,21 @@
 - :func:`check_apply_rope`: rotary positions, the RoFormer paper's interleaved pairs.
 - :func:`check_rms_norm`: RMSNorm without its gain.
 - :func:`check_expand_kv_heads`: the key/value heads repeated for grouped-query attention.
+- :func:`check_grouped_attention`: grouped-query attention by broadcasting, without copying the shared heads.
 
 Import them from :mod:`attnbook.exercises`; how a checker reports is described there.
 The references are in :mod:`attnbook.modern`.
 """
 
+import math
+
 import torch
 
-from attnbook.exercises._checking import Case, as_tensor, checker, close, compare
+from attnbook.attention import scaled_dot_product_attention
+from attnbook.exercises._checking import VIEW_HINT, Case, as_tensor, checker, close, compare, is_view_error
 from attnbook.modern import apply_rope, apply_rope_halves, expand_kv_heads
 
-__all__ = ["check_apply_rope", "check_rms_norm", "check_expand_kv_heads"]
+__all__ = ["check_apply_rope", "check_rms_norm", "check_expand_kv_heads", "check_grouped_attention"]
 
 
 def _hinted(got, case: Case, mistakes) -> str | None:
@@ -195,6 +199,125 @@ def check_expand_kv_heads(fn) -> bool:
 
     Shapes:
         x ``(B, G, T, d_head)`` -> ``(B, num_heads, T, d_head)``.
+
+    Returns True if every case passed.
+    """
+
+
+# ============================================================ grouped-query attention without copies
+
+
+def _grouped_cases() -> list[Case]:
+    gen = torch.Generator().manual_seed(8)
+    cases = []
+    for B, H, G, T, S, d in (  # H / G query heads per key/value head
+        (1, 4, 2, 3, 5, 4),
+        (2, 6, 3, 2, 4, 8),
+        (2, 4, 1, 3, 3, 2),  # multi-query: one key/value head for all
+        (1, 3, 3, 4, 2, 4),  # G = H: Chapter 5's heads
+        (2, 8, 2, 1, 6, 16),  # one new query, as in a decoding step
+    ):
+        q, k, v = (torch.randn(B, n, L, d, generator=gen) for n, L in ((H, T), (G, S), (G, S)))
+        k_h, v_h = expand_kv_heads(k, H), expand_kv_heads(v, H)  # (B, H, S, d): the copies the learner avoids
+        cases.append(
+            Case(
+                f"q of shape {tuple(q.shape)}, k and v of shape {tuple(k.shape)} (B = {B}, H = {H}, G = {G}, "
+                f"T = {T}, S = {S}, d = {d})",
+                args=(q, k, v),
+                arg_names=("q", "k", "v"),
+                expected=scaled_dot_product_attention(q, k_h, v_h)[0],
+                info=dict(B=B, H=H, G=G, T=T, S=S, d=d),
+            )
+        )
+    return cases
+
+
+def _grouped_by_hand(q, k, v, order="h // (H/G)", scale="sqrt", softmax_over="keys", merge="same", mask=False):
+    """Grouped-query attention in float64 with the key/value heads copied, and one mistake (the keywords)."""
+    (B, H, T, d), (G, S) = q.shape, k.shape[1:3]
+    heads = torch.arange(H)
+    kv_head = heads // (H // G) if order == "h // (H/G)" else heads % G
+    q, k, v = q.double(), k.double()[:, kv_head], v.double()[:, kv_head]  # k, v (B, H, S, d)
+    scores = q @ k.transpose(-2, -1) / {"sqrt": math.sqrt(d), "none": 1.0, "d": d}[scale]  # (B, H, T, S)
+    if mask:
+        scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(), float("-inf"))
+    if softmax_over == "group":  # the H / G query heads of a group
+        weights = scores.view(B, G, H // G, T, S).softmax(dim=2).view(B, H, T, S)
+    else:
+        weights = scores.softmax(dim={"keys": -1, "queries": -2}[softmax_over])
+    out = weights @ v  # (B, H, T, d)
+    if merge == "transposed":  # split as (B, G, H/G, ...) but merged as if (B, H/G, G, ...)
+        out = out.view(B, G, H // G, T, d).transpose(1, 2).reshape(B, H, T, d)
+    return out
+
+
+_GROUPED_MISTAKES = [  # (keyword arguments of _grouped_by_hand, hint), most telling first
+    (
+        dict(order="h % G"),
+        "the heads are grouped in the wrong order: query head h was paired with key/value head h % G "
+        "(0, 1, 0, 1, ...), as q.reshape(B, H // G, G, T, d) or k.repeat pair them; it belongs to group "
+        "h // (H / G) (0, 0, 1, 1, ...): q.reshape(B, G, H // G, T, d), the order of repeat_interleave",
+    ),
+    (
+        dict(merge="transposed"),
+        "each query head found its right group, but the heads were merged back in another order: reshape "
+        "(B, G, H // G, T, d) straight back to (B, H, T, d), without a transpose",
+    ),
+    (dict(scale="none"), "the scores were not scaled: divide q @ kᵀ by √d (math.sqrt(q.size(-1)))"),
+    (dict(scale="d"), "the scores were divided by d; the scale is √d"),
+    (
+        dict(softmax_over="queries"),
+        "the softmax ran over the queries (the axis of T); each query's weights over the S keys must sum to 1: "
+        "softmax over the last axis",
+    ),
+    (
+        dict(softmax_over="group"),
+        "the softmax ran over the query heads of a group (the axis of H // G); each query's weights over the "
+        "S keys must sum to 1: softmax over the last axis",
+    ),
+    (dict(mask=True), "there is no mask in this exercise: every query attends to all S keys"),
+]
+
+
+def _compare_grouped(got, case: Case) -> str | None:
+    got = as_tensor(got)
+    problem = compare(got, case.expected, "the output", atol=1e-4)
+    if problem is None or not isinstance(got, torch.Tensor):
+        return problem
+    B, H, G, T, d = (case.info[name] for name in ("B", "H", "G", "T", "d"))
+    if tuple(got.shape) == (B, G, H // G, T, d):
+        return (
+            f"{problem}\nhint: the groups were not merged back: reshape the (B, G, H // G, T, d) result "
+            "to (B, H, T, d), query head h = g · (H / G) + i"
+        )
+    if got.shape != case.expected.shape:
+        return problem
+    for mistake, hint in _GROUPED_MISTAKES:
+        if close(got.detach().double(), _grouped_by_hand(*case.args, **mistake), atol=1e-4):
+            return f"{problem}\nhint: {hint}"
+    return problem
+
+
+@checker(
+    "grouped-query attention without copies",
+    _grouped_cases,
+    _compare_grouped,
+    error_hint=lambda problem, case: VIEW_HINT if is_view_error(problem) else "",
+    shape_hint="q (B, H, T, d) = ({B}, {H}, {T}, {d}) and k, v (B, G, S, d) = ({B}, {G}, {S}, {d}) do not "
+    "line up over the heads: view q as (B, G, H // G, T, d) and k, v as (B, G, 1, S, d), so that broadcasting "
+    "pairs every query head of a group with its key/value head",
+    summary="G = 1, 2, 3 key/value heads for 3 to 8 query heads, G = H, S != T, one query (T = 1), d from 2 to 16",
+)
+def check_grouped_attention(fn) -> bool:
+    """Check ``fn(q, k, v) -> out``: grouped-query attention without a mask, query head ``h`` attending with
+    key/value head ``g = h // (H / G)``: ``out_h = softmax(q_h k_gᵀ / √d) v_g``, the softmax over the keys.
+
+    The exercise asks for no copies of the key/value heads (view ``q`` as ``(B, G, H // G, T, d)``, ``k`` and
+    ``v`` as ``(B, G, 1, S, d)``, and let broadcasting pair them), but the checker judges only the values: a
+    solution that copies them (``repeat_interleave``) passes too.
+
+    Shapes:
+        q ``(B, H, T, d)``, k and v ``(B, G, S, d)``, ``H`` divisible by ``G`` -> ``(B, H, T, d)``.
 
     Returns True if every case passed.
     """
