@@ -193,7 +193,7 @@ def test_call_safely_lets_keyboard_interrupt_through():
 def test_run_checks_prints_tick_and_cross(capsys):
     cases = [_case(torch.tensor([1.0, 2.0]), expected=torch.tensor([2.0, 4.0]))]
     assert run_checks("doubling", lambda x: 2 * x, cases, summary="one small vector") is True
-    assert capsys.readouterr().out == "✓ doubling: the 1 case passed (one small vector).\n"
+    assert capsys.readouterr().out == "✓ doubling: the one case passed (one small vector).\n"
 
     assert run_checks("doubling", lambda x: x + 2, cases) is False
     out = capsys.readouterr().out

@@ -147,7 +147,7 @@ def run_checks(
         if problem is not None:
             _print_failure(title, problem, f"case {number} of {len(cases)}: {case.description}")
             return False
-    passed = "the 1 case passed" if len(cases) == 1 else f"all {len(cases)} cases passed"
+    passed = "the one case passed" if len(cases) == 1 else f"all {len(cases)} cases passed"
     print(f"✓ {title}: {passed} ({summary})." if summary else f"✓ {title}: {passed}.")
     return True
 
