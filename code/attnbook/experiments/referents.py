@@ -464,6 +464,17 @@ def noun_head(weights: Tensor, is_animal: Tensor) -> tuple[int, int]:
 HEAD_ARMS = ("one head", "two heads", "one head, 180 passes")
 
 
+def heads_model(num_heads: int, seed: int, epochs: int = 60, d_model: int = 16, lr: float = 1e-2) -> Reader:
+    """Chapter 5's reader with ``num_heads`` heads trained from ``seed`` on :func:`referent_split`'s
+    training sentences, as :func:`heads_run` trains it (the ``referent_heads`` record's models)."""
+    vocab = referent_vocab()
+    data = _referent_data(vocab)
+    torch.manual_seed(seed)
+    model = Reader(len(vocab), num_heads=num_heads, d_model=d_model)
+    train_on_tensors(model, *data.train, _it_loss, epochs=epochs, lr=lr, seed=seed)
+    return model
+
+
 def heads_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16, lr: float = 1e-2) -> dict:
     """Train Chapter 5's reader with one head or two from ``seed`` (Adam at ``lr``, batches of 50);
     measure it on the held-out sentences.
@@ -489,11 +500,8 @@ def heads_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16, lr: floa
     if heads is None:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(HEAD_ARMS)}")
     epochs = 180 if arm.endswith("180 passes") else epochs
-    vocab = referent_vocab()
-    data = _referent_data(vocab)
-    torch.manual_seed(seed)
-    model = Reader(len(vocab), num_heads=heads, d_model=d_model)
-    train_on_tensors(model, *data.train, _it_loss, epochs=epochs, lr=lr, seed=seed)
+    data = _referent_data(referent_vocab())
+    model = heads_model(heads, seed, epochs, d_model, lr)
     (ids, referents), is_animal = data.test, data.test_is_animal
     with torch.no_grad():
         logits, weights = model(ids)
