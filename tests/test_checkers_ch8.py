@@ -296,7 +296,7 @@ def test_grouped_attention_names_the_order_of_repeat(capsys):
     [
         (
             lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v,
-            "view q as (B, G, H // G, T, d)",
+            "reshape q to (B, G, (H // G) * T, d)",
         ),
         (lambda q, k, v: ga_broadcast(q, k, v).transpose(1, 2).view(*q.shape), "view needs"),
         (lambda q, k, v: (ga_broadcast(q, k, v), None), "return only the tensor"),

@@ -3,7 +3,7 @@
 - :func:`check_apply_rope`: rotary positions, the RoFormer paper's interleaved pairs.
 - :func:`check_rms_norm`: RMSNorm without its gain.
 - :func:`check_expand_kv_heads`: the key/value heads repeated for grouped-query attention.
-- :func:`check_grouped_attention`: grouped-query attention by broadcasting, without copying the shared heads.
+- :func:`check_grouped_attention`: grouped-query attention without copying the shared key/value heads.
 
 Import them from :mod:`attnbook.exercises`; how a checker reports is described there.
 The references are in :mod:`attnbook.modern`.
@@ -304,17 +304,19 @@ def _compare_grouped(got, case: Case) -> str | None:
     _compare_grouped,
     error_hint=lambda problem, case: VIEW_HINT if is_view_error(problem) else "",
     shape_hint="q (B, H, T, d) = ({B}, {H}, {T}, {d}) and k, v (B, G, S, d) = ({B}, {G}, {S}, {d}) do not "
-    "line up over the heads: view q as (B, G, H // G, T, d) and k, v as (B, G, 1, S, d), so that broadcasting "
-    "pairs every query head of a group with its key/value head",
+    "line up over the heads: reshape q to (B, G, (H // G) * T, d), each group's query heads one after another as "
+    "rows, so that q @ kᵀ with k as it is pairs them with their key/value head (giving k, v an axis of size 1 "
+    "instead would broadcast them, and matmul copies a broadcast axis)",
     summary="G = 1, 2, 3 key/value heads for 3 to 8 query heads, G = H, S != T, one query (T = 1), d from 2 to 16",
 )
 def check_grouped_attention(fn) -> bool:
     """Check ``fn(q, k, v) -> out``: grouped-query attention without a mask, query head ``h`` attending with
     key/value head ``g = h // (H / G)``: ``out_h = softmax(q_h k_gᵀ / √d) v_g``, the softmax over the keys.
 
-    The exercise asks for no copies of the key/value heads (view ``q`` as ``(B, G, H // G, T, d)``, ``k`` and
-    ``v`` as ``(B, G, 1, S, d)``, and let broadcasting pair them), but the checker judges only the values: a
-    solution that copies them (``repeat_interleave``) passes too.
+    The exercise asks for no copies of the key/value heads (reshape ``q`` to ``(B, G, (H // G) * T, d)``, so
+    that ``q @ kᵀ`` batches over ``(B, G)`` with ``k`` and ``v`` as they are; broadcasting ``k`` and ``v`` as
+    ``(B, G, 1, S, d)`` would not do, since ``torch.matmul`` copies a broadcast batch axis), but the checker
+    judges only the values: a solution that copies them (``repeat_interleave``, broadcasting) passes too.
 
     Shapes:
         q ``(B, H, T, d)``, k and v ``(B, G, S, d)``, ``H`` divisible by ``G`` -> ``(B, H, T, d)``.
