@@ -49,6 +49,7 @@ __all__ = [
     "referent_run",
     "without_head",
     "noun_head",
+    "heads_model",
     "heads_run",
     "RATE_ARMS",
     "heads_rate_run",
