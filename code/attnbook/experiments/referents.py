@@ -46,6 +46,7 @@ __all__ = [
     "it_weights",
     "weight_explained",
     "ReferentData",
+    "referent_model",
     "referent_run",
     "without_head",
     "noun_head",
@@ -355,6 +356,18 @@ REFERENT_ARMS = {
 }
 
 
+def referent_model(layers: int, seed: int, epochs: int = 60, d_model: int = 16, split: int = 0) -> TinySelfAttention:
+    """Chapter 4's model with ``layers`` layers trained from ``seed`` for ``epochs`` passes on the
+    split :func:`referent_split` draws from ``split``, as :func:`referent_run` trains it (the
+    ``referents`` record's models)."""
+    vocab = referent_vocab()
+    data = _referent_data(vocab, split)
+    torch.manual_seed(seed)
+    model = TinySelfAttention(len(vocab), d_model=d_model, layers=layers, n_outputs=len(vocab))
+    train_on_tensors(model, *data.train, _it_loss, epochs=epochs, seed=seed)
+    return model
+
+
 def referent_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16, split: int = 0) -> dict:
     """Train Chapter 4's model with one or two layers from ``seed`` (:data:`REFERENT_ARMS`: the
     arms "..., 180 passes" train three times ``epochs``) on the split :func:`referent_split`
@@ -367,11 +380,8 @@ def referent_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16, split
     if arm not in REFERENT_ARMS:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(REFERENT_ARMS)}")
     layers, times = REFERENT_ARMS[arm]
-    vocab = referent_vocab()
-    data = _referent_data(vocab, split)
-    torch.manual_seed(seed)
-    model = TinySelfAttention(len(vocab), d_model=d_model, layers=layers, n_outputs=len(vocab))
-    train_on_tensors(model, *data.train, _it_loss, epochs=epochs * times, seed=seed)
+    data = _referent_data(referent_vocab(), split)
+    model = referent_model(layers, seed, epochs * times, d_model, split)
     with torch.no_grad():
         logits, _, weights = model(data.test[0])
         train_logits, _, _ = model(data.train[0])
