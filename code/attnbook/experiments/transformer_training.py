@@ -427,3 +427,18 @@ register(
         "record's): validation exact match and loss after each pass.",
     )
 )
+
+register(
+    Experiment(
+        name="bahdanau_dates_longer",
+        run=dates_run,
+        arms=("Bahdanau",),
+        seeds=tuple(range(6)),
+        settings=dict(passes=8),
+        replay=dict(arm="Bahdanau", seed=0, passes=1),
+        chapter="chapters/06_transformer/03_experiment.ipynb",
+        description="transformer_dates' Bahdanau model (the same seeds, batches, constant Adam rate and clipping) "
+        "trained on for 8 passes instead of 3, to match transformer_dates_longer (the first 3 passes are the "
+        "record's): validation exact match and loss after each pass.",
+    )
+)
