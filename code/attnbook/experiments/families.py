@@ -685,6 +685,31 @@ register(
 )
 
 
+def month_view_pretrained_run(arm: str, seed: int, n_train: int = 1500, passes: int = 1) -> dict:
+    """:func:`month_view_run` started from ``seed``'s pretrained encoder (:func:`train_encoder_only`)
+    instead of a fresh one: its month accuracy, reading the part of each sentence ``arm`` names."""
+    if arm not in ("ISO half first", "ISO half"):
+        raise ValueError(f"unknown arm {arm!r}; the arms are 'ISO half first', 'ISO half'")
+    pretrained = train_encoder_only(seed)
+    return dict(month_pretrained=month_accuracy(pretrained, seed, False, n_train, passes, view=arm))
+
+
+register(
+    Experiment(
+        name="families_month_view_pretrained",
+        run=month_view_pretrained_run,
+        arms=("ISO half first", "ISO half"),
+        seeds=tuple(range(6)),
+        settings=dict(n_train=1500, passes=1),
+        replay=dict(arm="ISO half first", seed=0),
+        chapter="chapters/07_beyond/01_families.ipynb",
+        description="families_month_view's swapped and ISO-only views, fine-tuned from each seed's pretrained "
+        "encoder (families_uses' masked model, six copies, one pass) instead of a fresh one: does the pretrained "
+        "start's head start on whole sentences survive when the ISO month sits at a fixed place?",
+    )
+)
+
+
 def finetune_budget_run(arm: str, seed: int, n_train: int = 4000, passes: int = 3) -> dict:
     """:func:`month_measures` of ``seed``'s encoder-only model on whole sentences at a larger
     fine-tuning budget: ``passes`` passes over the first ``n_train`` training sentences."""
