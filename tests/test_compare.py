@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from attnbook.compare import paired_difference, pairs_tested, summarize, t_quantile
+from attnbook.compare import paired_difference, pairs_tested, sign_test, summarize, t_quantile
 
 
 def test_t_quantiles_match_the_tables():
@@ -45,6 +45,18 @@ def test_equal_arms_are_undecided_not_an_error():
     assert difference.mean == 0 and difference.verdict == "undecided"
 
 
+def test_sign_test_counts_signs_and_gives_the_exact_p():
+    # 7 seeds stuck with one head only, 1 with two heads only, 12 alike: p = 2 * 9 / 256
+    one = [1.0] * 7 + [0.0] * 13
+    two = [0.0] * 7 + [1.0] + [0.0] * 12
+    result = sign_test(one, two)
+    assert (result.a_higher, result.b_higher) == (7, 1)
+    assert result.p == pytest.approx(2 * 9 / 256)
+    assert sign_test(two, one).p == result.p  # two-sided
+    assert sign_test([1, 2, 3], [1, 2, 3]) == (0, 0, 1.0)  # all ties: nothing to test
+    assert sign_test([1, 2, 3, 4, 5, 6], [0] * 6).p == pytest.approx(2 / 64)
+
+
 def test_pairs_tested():
     assert [pairs_tested(k) for k in (2, 3, 6)] == [1, 3, 15]
 
@@ -56,6 +68,7 @@ def test_pairs_tested():
         (lambda: paired_difference([1, 2, 3], [1, 2]), "got 3 and 2 values"),
         (lambda: paired_difference([1, float("nan")], [1, 2]), "a must be finite numbers"),
         (lambda: t_quantile(0), "df must be a positive int, got 0"),
+        (lambda: sign_test([1, 2, 3], [1, 2]), "got 3 and 2 values"),
     ],
 )
 def test_bad_input_gets_a_clear_error(call, message):

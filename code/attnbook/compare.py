@@ -17,7 +17,16 @@ import statistics
 from collections.abc import Sequence
 from typing import NamedTuple
 
-__all__ = ["Summary", "Difference", "summarize", "paired_difference", "t_quantile", "pairs_tested"]
+__all__ = [
+    "Summary",
+    "Difference",
+    "SignTest",
+    "summarize",
+    "paired_difference",
+    "sign_test",
+    "t_quantile",
+    "pairs_tested",
+]
 
 # t_{0.975} for 1..30 degrees of freedom (two-sided 95 %), from the t distribution's tables.
 _T975 = (
@@ -81,6 +90,16 @@ class Difference(NamedTuple):
     verdict: str
 
 
+class SignTest(NamedTuple):
+    """Arm ``a`` against arm ``b``, paired by seed, counting signs only: in how many seeds ``a`` was
+    higher, in how many ``b`` (ties dropped), and the exact two-sided p of a split at least that
+    uneven if each way were equally likely."""
+
+    a_higher: int
+    b_higher: int
+    p: float
+
+
 def t_quantile(df: int) -> float:
     """The 97.5 % quantile of Student's t with ``df`` degrees of freedom (a 95 % two-sided interval).
 
@@ -114,6 +133,23 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> Difference:
     differences = summarize([x - y for x, y in zip(a, b)])
     verdict = "a" if differences.low > 0 else "b" if differences.high < 0 else "undecided"
     return Difference(differences.n, differences.mean, differences.low, differences.high, verdict)
+
+
+def sign_test(a: Sequence[float], b: Sequence[float]) -> SignTest:
+    """The exact sign test beside :func:`paired_difference`, for few seeds or values that are
+    0 or 1 (stuck or not): it uses only which of ``a[i]``, ``b[i]`` is higher.
+
+    Raises:
+        ValueError: if ``a`` and ``b`` differ in length or hold fewer than two values.
+    """
+    a, b = _floats("a", a), _floats("b", b)
+    if len(a) != len(b):
+        raise ValueError(f"a and b must hold one value per seed, paired: got {len(a)} and {len(b)} values")
+    a_higher = sum(x > y for x, y in zip(a, b))
+    b_higher = sum(y > x for x, y in zip(a, b))
+    n = a_higher + b_higher
+    tail = sum(math.comb(n, k) for k in range(min(a_higher, b_higher) + 1)) / 2**n
+    return SignTest(a_higher, b_higher, min(1.0, 2 * tail))
 
 
 def pairs_tested(k: int) -> int:

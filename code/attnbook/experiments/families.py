@@ -685,11 +685,15 @@ register(
 )
 
 
+#: The views :func:`month_view_pretrained_run` fine-tunes a pretrained encoder on (keys of :data:`VIEWS`).
+PRETRAINED_VIEWS = ("ISO half first", "ISO half")
+
+
 def month_view_pretrained_run(arm: str, seed: int, n_train: int = 1500, passes: int = 1) -> dict:
     """:func:`month_view_run` started from ``seed``'s pretrained encoder (:func:`train_encoder_only`)
     instead of a fresh one: its month accuracy, reading the part of each sentence ``arm`` names."""
-    if arm not in ("ISO half first", "ISO half"):
-        raise ValueError(f"unknown arm {arm!r}; the arms are 'ISO half first', 'ISO half'")
+    if arm not in PRETRAINED_VIEWS:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(PRETRAINED_VIEWS)}")
     pretrained = train_encoder_only(seed)
     return dict(month_pretrained=month_accuracy(pretrained, seed, False, n_train, passes, view=arm))
 
@@ -698,7 +702,7 @@ register(
     Experiment(
         name="families_month_view_pretrained",
         run=month_view_pretrained_run,
-        arms=("ISO half first", "ISO half"),
+        arms=PRETRAINED_VIEWS,
         seeds=tuple(range(6)),
         settings=dict(n_train=1500, passes=1),
         replay=dict(arm="ISO half first", seed=0),
