@@ -11,13 +11,16 @@ or a list with one number per pass over the training data (a curve against budge
     record.values("dot", "exact_match", at=2)     # one value per seed, after 2 passes
     record.compare("dot", "general", "exact_match", at=2)   # attnbook.compare's rule
 
-``tests/test_records.py`` replays each record's cheapest run and checks the stored values
-are reproduced, so a record cannot go stale silently.
+``tests/test_records.py`` replays each record's cheapest run, so a record cannot go stale
+silently: on a CPU that rounds as the recording one did (the same :func:`numerics`) every
+stored value comes back to the last digit; on another, training ends a little apart, and the
+replay must fall within the spread of the record's seeds (:meth:`Record.within_spread`).
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import importlib
 import json
 import multiprocessing
@@ -48,6 +51,7 @@ __all__ = [
     "load",
     "record_path",
     "provenance",
+    "numerics",
 ]
 
 
@@ -127,6 +131,27 @@ class Record:
         """``a`` minus ``b``, paired by seed, with the verdict of :func:`attnbook.compare.paired_difference`."""
         return paired_difference(self.values(a, measure, at), self.values(b, measure, at))
 
+    def within_spread(
+        self, arm: str, measure: str, value, at: int | None = None, widen: float = 3.0, margin: float = 0.0
+    ) -> bool:
+        """Whether a new run's ``value`` of ``measure`` lies within ``arm``'s seeds: between their
+        smallest and largest, widened by ``widen`` standard deviations and ``margin`` on each side.
+        ``value`` is one number (after ``at`` passes for a curve) or a curve's first passes; text is
+        not compared. How a run on another CPU, which ends a little apart, is checked against a record."""
+        if isinstance(value, list):  # a curve: each pass against the seeds at that pass
+            return all(
+                self.within_spread(arm, measure, v, pass_, widen, margin)
+                for pass_, v in enumerate(value, start=1)
+                if _is_number(v)
+            )
+        if not _is_number(value):
+            return True
+        per_seed = [v for v in self.values(arm, measure, at) if _is_number(v)]
+        if len(per_seed) < 2:  # no spread to speak of (e.g. a measure a seed may lack): the same value
+            return value in per_seed
+        slack = widen * summarize(per_seed).sd + margin + 1e-6
+        return min(per_seed) - slack <= value <= max(per_seed) + slack
+
     def passes(self, arm: str | None = None) -> int:
         """How many passes the record's curves span (those of ``arm``, default the first arm)."""
         measures = self.data["values"][arm or self.arms[0]][str(self.seeds[0])]
@@ -204,8 +229,9 @@ def record(
 def extend(name: str, progress: bool = True, jobs: int = 1) -> Record:
     """Run the seeds of experiment ``name`` that its stored record lacks, and add them to it.
 
-    First the record's cheapest run (its ``replay``) is made again and must give the stored values
-    (to 1e-6, as the test suite asks), so the new seeds come from code that makes the old ones.
+    The record must come from this CPU (the same :func:`numerics`), and its cheapest run (its
+    ``replay``) is made again and must give the stored values (to 1e-6, as the test suite asks),
+    so the new seeds come from the code and the arithmetic that made the old ones.
     The record keeps the provenance of its first runs and lists each addition under ``added``.
     """
     experiment, stored = _experiment(name), load(name)
@@ -218,6 +244,13 @@ def extend(name: str, progress: bool = True, jobs: int = 1) -> Record:
     new = tuple(seed for seed in experiment.seeds if seed not in stored.seeds)
     if not new:
         return stored
+    made_on = stored.data["provenance"].get("numerics")
+    if made_on != numerics():
+        raise ValueError(
+            f"record {name!r} was made on another CPU ({made_on or 'one it does not name'}); this one "
+            f"({numerics()}) trains a seed to other numbers, so the record could no longer be replayed "
+            "exactly: re-record it whole here"
+        )
     settings = dict(experiment.replay)
     arm, seed = settings.pop("arm"), settings.pop("seed")
     from attnbook import setup
@@ -329,8 +362,35 @@ def _plain(values: dict) -> dict:
     return {key: plain(value) for key, value in values.items()}
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def numerics() -> str:
+    """The CPU that does a run's floating-point work, as far as rounding goes: its vendor,
+    family, model and stepping, a digest of its feature flags (Linux's ``/proc/cpuinfo``;
+    ``platform.processor()`` elsewhere) and the level of torch's CPU kernels. Two machines
+    with the same string train a seed to the same numbers; on others a training run ends a
+    little apart (different kernels round differently, and training amplifies it)."""
+    fields = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("vendor_id", "cpu family", "model", "stepping", "flags") and key not in fields:
+                fields[key] = value.strip()
+    except OSError:
+        pass
+    flags = hashlib.sha1(fields.get("flags", "").encode()).hexdigest()[:8]
+    cpu = " ".join(fields.get(k, "?") for k in ("vendor_id", "cpu family", "model", "stepping"))
+    if not fields:
+        cpu, flags = platform.processor() or platform.machine(), "-"
+    return f"{cpu} (flags {flags}), torch kernels {torch.backends.cpu.get_cpu_capability()}"
+
+
 def provenance() -> dict:
-    """Where numbers were made: commit, versions, CPUs, torch's thread count, date, command."""
+    """Where numbers were made: commit, versions, CPUs and :func:`numerics`, torch's thread
+    count, date, command."""
     root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(
@@ -354,6 +414,7 @@ def provenance() -> dict:
         numpy=np.__version__,
         python=platform.python_version(),
         cpus=os.cpu_count(),
+        numerics=numerics(),
         threads=torch.get_num_threads(),
         date=datetime.date.today().isoformat(),
         command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
