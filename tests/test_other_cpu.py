@@ -12,7 +12,6 @@ pinned ones of ``import attnbook``. Any error outside the cells tagged ``raises-
 fails the test.
 """
 
-import os
 from pathlib import Path
 
 import nbformat
@@ -39,6 +38,9 @@ def test_notebook_runs_with_other_kernels(path, monkeypatch):
     for name, value in {**UNPINNED, "ATTNBOOK_QUIET": "1"}.items():
         monkeypatch.setenv(name, value)  # the notebook's kernel inherits them
     notebook = nbformat.read(path, as_version=4)
+    # one more cell: the settings the kernel ran with (a kernel that kept the pinning proves nothing)
+    probe = f"import os; print(*(os.environ.get(name) for name in {list(UNPINNED)}))"
+    notebook.cells.append(nbformat.v4.new_code_cell(probe))
     client = NotebookClient(
         notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
@@ -46,4 +48,4 @@ def test_notebook_runs_with_other_kernels(path, monkeypatch):
         client.execute()  # a cell tagged raises-exception may raise; any other error stops here
     except CellExecutionError as error:
         pytest.fail(f"{path.name} fails with other CPU kernels ({UNPINNED}):\n{str(error)[-3000:]}")
-    assert os.environ["MKL_CBWR"] == "AUTO"
+    assert notebook.cells[-1].outputs[0]["text"].split() == list(UNPINNED.values())
