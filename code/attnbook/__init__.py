@@ -31,9 +31,11 @@ Modules, one concept each (dependencies flow downwards in this list):
 Input validation lives in one private module, ``attnbook._checks``.
 
 Importing ``attnbook`` pins torch's CPU kernels to one code path (AVX2 on x86-64, unless the
-variables below are already set): the same seed then trains to the same numbers on every x86
-machine, so recorded experiments replay exactly and stored outputs match elsewhere. It acts
-only if no torch computation ran before the import (torch reads the settings on first use).
+variables below are already set), so that the same seed trains to the same numbers on machines
+with the same CPU. Across CPU vendors the numbers still differ in late digits (and, after
+training, by up to a few points): a record replays exactly only on the CPU its provenance names
+(``records.numerics``). It acts only if no torch computation ran before the import (torch reads
+the settings on first use).
 """
 
 import os as _os
