@@ -68,6 +68,7 @@ def test_noun_head_is_the_head_that_stays_on_one_noun():
         (referents.referent_run, "one layer, two layers, one layer, 180 passes"),
         (referents.heads_run, "one head, two heads, one head, 180 passes"),
         (neighbours.copy_run, "1 head, 2 heads"),
+        (neighbours.frozen_run, "1 head, 1 head, d_model 32, 1 head, nonlinear, d_model 64, 1 head, per-position"),
     ],
 )
 def test_runs_name_their_arms(run, arms):
@@ -99,3 +100,27 @@ def test_per_position_linear_applies_its_own_map_at_each_position():
     assert out.shape == (2, 5, 4)
     assert torch.allclose(out[:, 2], layer.maps[2](x[:, 2]))
     assert not torch.allclose(layer.maps[0](x[:, 2]), out[:, 2])
+
+
+def test_frozen_weights_change_nothing_when_the_weights_ignore_the_inputs():
+    torch.manual_seed(0)
+    embed = torch.nn.Linear(8, 16)
+    model = neighbours.NeighbourReader(1, embed, 16, d_model=16)
+    test = torch.randn(50, 8, 8)
+    with torch.no_grad():  # zero queries and keys: every score 0, the same even weights always
+        for proj in (model.attention.q_proj, model.attention.k_proj):
+            proj.weight.zero_()
+            proj.bias.zero_()
+        outputs, _ = model(test)
+    error = neighbours.copy_loss(outputs, neighbours.both_neighbours(test)).item()
+    assert neighbours.frozen_weight_error(model, test) == pytest.approx(error, abs=1e-6)
+
+
+def test_frozen_weights_cost_a_reader_whose_weights_move():
+    torch.manual_seed(0)
+    model = neighbours.NeighbourReader(1, torch.nn.Linear(8, 16), 16, d_model=16)
+    test = torch.randn(50, 8, 8)
+    with torch.no_grad():
+        outputs, _ = model(test)
+    error = neighbours.copy_loss(outputs, neighbours.both_neighbours(test)).item()
+    assert neighbours.frozen_weight_error(model, test) != pytest.approx(error, abs=1e-4)
