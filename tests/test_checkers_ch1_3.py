@@ -933,6 +933,7 @@ LG_WRONG = [
         ["shape (6,) but expected (1, 6)", ".squeeze() without a dimension", "case 4 of 5"],
     ),
     (lambda h, s, W: h @ W @ s.transpose(1, 2), ["every row's h_t was scored against every"]),
+    (lambda h, s, W: (s @ W.T) @ h.T, ["every row's annotations were scored against every"]),
     (lambda h, s, W: torch.einsum("bd,de,cle->bl", h, W, s), ["summed over the batch"]),
     (lambda h, s, W: lg_einsum(h, s.roll(1, dims=0), W), ["was scored against the annotations of row"]),
     (lambda h, s, W: lg_einsum(h, s, W).T, ["put the batch first"]),

@@ -189,6 +189,12 @@ def _general_shape_hint(shape: tuple, info: dict) -> str:
             "broadcasts. Make h_t (B, 1, d) with .unsqueeze(1) so that each row meets only its own h_s, "
             "then .squeeze(1)"
         )
+    if shape == (batch, length, batch):
+        return (
+            "every row's annotations were scored against every row's h_t: (B, S, d) @ (d, B) "
+            "broadcasts (h_t.T puts all B states side by side). Score each row with its own h_t: "
+            "(h_t @ W_a).unsqueeze(1) @ h_s.transpose(1, 2), then .squeeze(1)"
+        )
     if shape == (length, batch):
         return "the dimensions are swapped: put the batch first, (B, S)"
     if batch == 1 and shape == (length,):
