@@ -94,3 +94,9 @@ def test_speed_ratio_refuses_unpaired_or_bare_input():
         cost.speed_ratio(_rounds(1.0, 2.0), _rounds(1.0, 2.0, 3.0))
     with pytest.raises(ValueError, match="a must be a compare_speeds entry with 'round_ms'"):
         cost.speed_ratio({"median_ms": 3.0}, _rounds(1.0, 2.0))
+
+
+def test_benchmark_cpu_names_the_recording_machine():
+    assert cost.benchmark_cpu({"provenance": {"cpus": 2}}) == cost.EARLIER_CPU
+    named = {"provenance": {"cpus": 2, "numerics": "GenuineIntel 6 167 1 (flags 694479ca), torch kernels AVX2"}}
+    assert cost.benchmark_cpu(named).startswith("2-core Intel (GenuineIntel 6 167 1")

@@ -20,7 +20,20 @@ from typing import Callable, NamedTuple, Sequence
 import numpy as np
 import torch
 
-__all__ = ["seconds", "compare_speeds", "speed_ratio", "machine_state", "write_benchmark", "peak_memory", "log_slope"]
+__all__ = [
+    "seconds",
+    "compare_speeds",
+    "speed_ratio",
+    "machine_state",
+    "write_benchmark",
+    "benchmark_cpu",
+    "peak_memory",
+    "log_slope",
+]
+
+#: What made the benchmarks written before their provenance named the CPU (all of them up to
+#: 2026-11-29): the course's 2-core AMD EPYC machines. Later ones carry ``numerics``.
+EARLIER_CPU = "a 2-core AMD EPYC (AVX2), the course's machine until 2026-11-29"
 
 
 def seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
@@ -117,6 +130,16 @@ def write_benchmark(path: str | Path, results: dict) -> dict:
     report = {**results, "provenance": provenance()}
     Path(path).write_text(json.dumps(report, indent=2) + "\n")
     return report
+
+
+def benchmark_cpu(report: dict) -> str:
+    """The CPU a benchmark record was measured on, in words: its ``numerics`` (see
+    :func:`attnbook.records.numerics`) when the record names it, else :data:`EARLIER_CPU`."""
+    named = report.get("provenance", {}).get("numerics")
+    if named is None:
+        return EARLIER_CPU
+    vendor = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}.get(named.split()[0], named.split()[0])
+    return f"{report['provenance'].get('cpus', '?')}-core {vendor} ({named})"
 
 
 def peak_memory(fn: Callable[[], object]) -> int | None:
