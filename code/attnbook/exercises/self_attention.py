@@ -11,8 +11,9 @@ import math
 
 import torch
 
-from attnbook.attention import scaled_dot_product_attention
+from attnbook.attention import masked_softmax, scaled_dot_product_attention
 from attnbook.exercises._checking import (
+    MASKING_HINTS,
     MASKING_MISTAKES,
     Case,
     checker,
@@ -246,6 +247,34 @@ _SDPA_MISTAKES = [  # (keyword arguments of _sdpa_variant, hint), most telling f
 ]
 
 
+def _flipped_polarity(weights: torch.Tensor, case: Case) -> bool:
+    """Whether ``weights`` follow the mask with its polarity flipped, whatever the fill value.
+
+    Where the flipped mask leaves something to attend, such weights equal the softmax over the
+    positions the mask forbids. A row the true mask leaves whole has nothing left once flipped:
+    a finite fill (``masked_fill(mask, -1e9)``) spreads its weight evenly, ``-inf`` with a
+    clean-up gives zeros; either way that row is not compared.
+    """
+    mask = case.kwargs["mask"]
+    if mask is None:
+        return False
+    q, k, _ = case.args
+    full = case.info["full_mask"]  # (..., L_q, L_k): the mask broadcast to the scores
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    flipped = masked_softmax(scores, ~full)
+    rows = (~full).any(dim=-1)  # (..., L_q): rows the flipped mask leaves something in
+    return bool(rows.any()) and close(weights[rows], flipped[rows])
+
+
+def _sdpa_error_hint(problem: str, case: Case) -> str:
+    if "Boolean value of Tensor" in problem and "ambiguous" in problem:
+        return (
+            "`if mask:` asks a tensor of many values for one True or False; mask may be "
+            "None, which means no masking: apply it only `if mask is not None`"
+        )
+    return ""
+
+
 def _compare_sdpa(got, case: Case) -> str | None:
     expected_out, expected_weights = case.expected
     problem = compare(got, case.expected, "the output", item_names=("out", "weights"))
@@ -271,6 +300,9 @@ def _compare_sdpa(got, case: Case) -> str | None:
             continue
         if close(weights, wrong_weights) and not close(weights, expected_weights):
             return first_problem(weights, expected_weights, full, "weights") + f"\nhint: {hint}"
+    if _flipped_polarity(weights, case) and not close(weights, expected_weights):
+        hint = MASKING_HINTS["inverted"]
+        return first_problem(weights, expected_weights, full, "weights") + f"\nhint: {hint}"
     found = weights_problem(weights, expected_weights, full, case, "weights")
     if found:
         return found
@@ -288,6 +320,7 @@ def _compare_sdpa(got, case: Case) -> str | None:
     "scaled dot-product attention",
     _sdpa_cases,
     _compare_sdpa,
+    error_hint=_sdpa_error_hint,
     shape_hint="q (..., L_q, d_k), k (..., L_k, d_k), v (..., L_k, d_v): the scores are q @ k.transpose(-2, -1), "
     "(..., L_q, L_k); the output is weights @ v, (..., L_q, d_v)",
     summary="3-D and 4-D inputs, L_q != L_k, d_v != d_k, no mask, causal and padding masks, a fully masked row, d_k=64",
