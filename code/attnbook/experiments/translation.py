@@ -42,6 +42,9 @@ __all__ = [
     "word_slips",
     "SLIP_ARMS",
     "slips_run",
+    "FIRST_LETTER_ARMS",
+    "on_word_by_letter",
+    "first_letters_run",
 ]
 
 #: Chapter 3's arms: a short name and what it is. Every arm has the same encoder (a bidirectional
@@ -441,5 +444,55 @@ register(
         chapter="chapters/03_luong.ipynb",
         description="The heatmaps of Chapter 3's sentence (map_example) for dot, general with input feeding and "
         "local-p, after 2 and 12 passes (luong_scores' runs), every seed; the chapter draws seed 0's.",
+    )
+)
+
+
+#: The arms whose weight on the right word ``luong_first_letters`` splits by letter.
+FIRST_LETTER_ARMS = ("bahdanau", "dot", "general", "concat")
+
+
+def on_word_by_letter(model: nn.Module, examples: list[Example]) -> dict[str, float]:
+    """The mean weight on the right source word (``on_word`` of :func:`alignment_letters`), split
+    into each target word's first letter (``on_word_first``: the letter that needs the source)
+    and its other letters (``on_word_later``: the task's shortcut lets the decoder write them from
+    the letters before)."""
+    letters = alignment_letters(model, examples)
+    targets = [example.target for example in examples for t, c in enumerate(example.target) if c != " "]
+    firsts = [letter["t"] == 0 or target[letter["t"] - 1] == " " for letter, target in zip(letters, targets)]
+    first = [letter["on_word"] for letter, is_first in zip(letters, firsts) if is_first]
+    later = [letter["on_word"] for letter, is_first in zip(letters, firsts) if not is_first]
+    return dict(on_word_first=float(np.mean(first)), on_word_later=float(np.mean(later)))
+
+
+def first_letters_run(arm: str, seed: int, passes: int = 2) -> dict:
+    """:func:`translation_run` of ``arm`` (as in ``luong_scores``), measured after every pass with
+    :func:`on_word_by_letter` on the 500 test sentences; also ``exact_match`` and ``on_word``."""
+    if arm not in FIRST_LETTER_ARMS:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(FIRST_LETTER_ARMS)}")
+    test = translation_data().splits.test
+
+    def on_pass(model: nn.Module, done: int) -> dict:
+        with evaluating(model):
+            return on_word_by_letter(model, test)
+
+    measures = translation_run(arm, seed, passes, on_pass=on_pass).measures
+    keep = ("exact_match", "on_word", "on_word_first", "on_word_later")
+    return {key: measures[key] for key in keep}
+
+
+register(
+    Experiment(
+        name="luong_first_letters",
+        run=first_letters_run,
+        arms=FIRST_LETTER_ARMS,
+        seeds=tuple(range(10)),
+        settings=dict(passes=2),
+        replay=dict(arm="dot", seed=0, passes=1),
+        chapter="chapters/03_luong.ipynb",
+        description="Where Chapter 3's decoders look, letter by letter: the weight on the right source word "
+        "(teacher forced, the 500 test sentences) split into each target word's first letter, which needs the "
+        "source, and its other letters, which the task's shortcut lets the decoder write from the letters before; "
+        "Bahdanau, dot, general and concat as in luong_scores, 2 passes.",
     )
 )
