@@ -121,6 +121,7 @@ def test_apply_rope_rejects_wrong_solutions(wrong, fragment, capsys):
         lambda x: torch.nn.functional.rms_norm(x, (x.shape[-1],), eps=1e-6),
         lambda x: x / ((x**2).sum(-1, keepdim=True) / x.shape[-1] + 1e-6) ** 0.5,
         lambda x: torch.from_numpy(x.numpy() / np.sqrt((x.numpy() ** 2).mean(-1, keepdims=True) + 1e-6)),
+        lambda x: x / torch.sqrt(torch.mean(x * x, dim=x.dim() - 1).unsqueeze(-1) + 1e-6),  # keepdim by hand
     ],
 )
 def test_rms_norm_accepts_correct_solutions(solution, capsys):
@@ -137,10 +138,23 @@ def test_rms_norm_accepts_correct_solutions(solution, capsys):
         (lambda x: x / x.norm(dim=-1, keepdim=True), "not their sum"),
         (lambda x: x / torch.sqrt(x.pow(2).mean(0, keepdim=True) + 1e-6), "the last axis"),
         (lambda x: x.pow(2).mean(-1).sqrt(), "shape"),
+        (lambda x: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + 1e-6), "eps goes inside the root"),
+        (lambda x: x / x.pow(2).mean(-1, keepdim=True).sqrt(), "add eps = 1e-6 inside the root"),
+        (lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5), "eps is 1e-6"),
+        (lambda x: x / torch.sqrt(x.pow(2).mean(-1) + 1e-6), "keepdim=True"),  # fails to broadcast
     ],
 )
 def test_rms_norm_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_rms_norm, wrong, capsys, fragment)
+
+
+def test_rms_norm_catches_a_missing_keepdim_where_the_shapes_happen_to_fit(capsys):
+    def no_keepdim_when_square(x):  # square x: (..., T) broadcasts as a row, no error
+        if x.size(-1) == x.size(-2):
+            return x / torch.sqrt(x.pow(2).mean(-1) + 1e-6)
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    checker_fails(check_rms_norm, no_keepdim_when_square, capsys, "keepdim=True", "happen to fit", "T = d")
 
 
 # ============================================================ expand_kv_heads

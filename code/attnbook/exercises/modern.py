@@ -14,7 +14,16 @@ import math
 import torch
 
 from attnbook.attention import scaled_dot_product_attention
-from attnbook.exercises._checking import VIEW_HINT, Case, as_tensor, checker, close, compare, is_view_error
+from attnbook.exercises._checking import (
+    VIEW_HINT,
+    Case,
+    as_tensor,
+    checker,
+    close,
+    compare,
+    is_shape_error,
+    is_view_error,
+)
 from attnbook.modern import apply_rope, apply_rope_halves, expand_kv_heads
 
 __all__ = ["check_apply_rope", "check_rms_norm", "check_expand_kv_heads", "check_grouped_attention"]
@@ -115,16 +124,31 @@ def check_apply_rope(fn) -> bool:
 def _rms_cases() -> list[Case]:
     gen = torch.Generator().manual_seed(8)
     cases = []
-    for shape, shift in (((2, 6), 0.0), ((3, 4, 8), 3.0), ((1, 5), -2.0)):
-        x = torch.randn(*shape, generator=gen) + shift  # a mean far from 0: LayerNorm would remove it
+    for shape, shift, scale, what in (
+        ((2, 6), 0.0, 1.0, "mean about 0"),
+        ((4, 4), 1.0, 1.0, "as many rows as features (T = d), mean about 1"),
+        ((3, 4, 8), 3.0, 1.0, "mean about 3"),
+        ((1, 5), -2.0, 1.0, "mean about -2"),
+        ((2, 3, 8), 0.0, 1e-3, "values about 1e-3, so mean(x²) is about eps = 1e-6"),
+    ):
+        # a mean far from 0: LayerNorm would remove it; rows of size 1e-3: eps's place shows
+        x = (torch.randn(*shape, generator=gen) + shift) * scale
         expected = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
-        cases.append(Case(f"x of shape {shape}, mean about {shift:g}", args=(x,), arg_names=("x",), expected=expected))
+        cases.append(Case(f"x of shape {shape}, {what}", args=(x,), arg_names=("x",), expected=expected))
     return cases
+
+
+_KEEPDIM_HINT = (
+    "mean(dim=-1) without keepdim=True drops the last axis, so the means no longer line up with x's rows: "
+    "keep it, mean(dim=-1, keepdim=True) of shape (..., 1), so that each row is divided by its own root mean "
+    "square"
+)
 
 
 def _rms_mistakes(case: Case):
     (x,) = case.args
     x = x.double()
+    square = x.dim() >= 2 and x.size(-1) == x.size(-2)  # without keepdim, (..., T) broadcasts as a row
     return [
         (
             (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-6),
@@ -137,14 +161,39 @@ def _rms_mistakes(case: Case):
         ),
         (x / x.pow(2).mean(-1, keepdim=True), "divide by the square root of the mean of squares"),
         (x / torch.sqrt(x.pow(2).mean(0, keepdim=True) + 1e-6), "normalise over the features (the last axis)"),
+        (
+            x / torch.sqrt(x.pow(2).mean(-1) + 1e-6) if square else None,
+            _KEEPDIM_HINT
+            + " (on a square x the shapes happen to fit, and column j was divided by row j's root mean square)",
+        ),
+        (
+            x / (torch.sqrt(x.pow(2).mean(-1, keepdim=True)) + 1e-6),
+            "eps goes inside the root: sqrt(mean(x²) + eps), not sqrt(mean(x²)) + eps. On rows as small as these, "
+            "where mean(x²) is about eps itself, the two give visibly different results",
+        ),
+        (
+            x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5),
+            "eps is 1e-6 in this exercise (Llama 3's configuration uses 1e-5; the exercise does not)",
+        ),
+        (
+            x / torch.sqrt(x.pow(2).mean(-1, keepdim=True)),
+            "add eps = 1e-6 inside the root, sqrt(mean(x²) + 1e-6): on rows as small as these, where mean(x²) is "
+            "about eps itself, it changes the result",
+        ),
     ]
+
+
+def _rms_error_hint(problem: str, case: Case) -> str:
+    broadcast = "must match the size of tensor" in problem  # two shapes that do not broadcast
+    return _KEEPDIM_HINT if is_shape_error(problem) and broadcast else ""
 
 
 @checker(
     "RMSNorm",
     _rms_cases,
     lambda got, case: _hinted(got, case, _rms_mistakes),
-    summary="2 and 3 axes, inputs with means 0, 3 and -2",
+    error_hint=_rms_error_hint,
+    summary="2 and 3 axes, a square input (T = d), means 0, 1, 3 and -2, rows so small that mean(x²) is about eps",
 )
 def check_rms_norm(fn) -> bool:
     """Check ``fn(x) -> x / sqrt(mean(x²) + 1e-6)`` over the last axis (RMSNorm without its gain).
