@@ -176,6 +176,24 @@ def attention_scaled(divisor=None, softmax_dim=-1, polarity=True, clean_first=Tr
     return attention
 
 
+def attention_flipped_finite(q, k, v, mask=None):
+    """The polarity flipped, with a finite fill: the checker must still name the polarity."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(mask, -1e9)
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def attention_if_mask(q, k, v, mask=None):
+    """`if mask:` instead of `if mask is not None:`: fine for None, raises for a tensor."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
 def attention_in_place(q, k, v, mask=None):
     q /= math.sqrt(q.size(-1))
     return attention_fill(q * math.sqrt(q.size(-1)), k, v, mask)
@@ -191,6 +209,8 @@ def attention_in_place(q, k, v, mask=None):
         (attention_scaled(lambda q, k, v: q.size(-1)), "divided by d_k"),
         (attention_scaled(softmax_dim=-2), "the softmax ran over the queries"),
         (attention_scaled(polarity=False), "mask True means *may attend*"),
+        (attention_flipped_finite, "mask True means *may attend*"),
+        (attention_if_mask, "only `if mask is not None`"),
         (attention_scaled(clean_first=False), "compute out = weights @ v from the cleaned"),
         (lambda q, k, v, mask=None: attention_fill(q, k, v, mask)[::-1], "(out, weights)"),
         (lambda q, k, v, mask=None: attention_fill(q, k, v, mask)[0], "expected a tuple of 2"),
@@ -454,6 +474,25 @@ def test_positional_encoding_float16_mistake_still_gets_its_own_hint(capsys):
     checker_fails(check_positional_encoding, lambda n, d: wrong(n, d).half(), capsys, "sin and cos are swapped")
 
 
+def positions_backwards(length, d_model):
+    """The exercise's recurrence with the rotation's sign flipped: each row turns by -w_i."""
+    omega = 10000 ** (-torch.arange(0, d_model, 2) / d_model)  # (d/2,)
+    cos, sin = torch.cos(omega), torch.sin(omega)
+    pe = torch.zeros(length, d_model)
+    pe[0, 1::2] = 1.0
+    for pos in range(1, length):
+        s, c = pe[pos - 1, 0::2], pe[pos - 1, 1::2]
+        pe[pos, 0::2] = s * cos - c * sin  # sin(a - w)
+        pe[pos, 1::2] = c * cos + s * sin  # cos(a - w)
+    return pe
+
+
+def test_positional_encoding_names_a_rotation_backwards(capsys):
+    checker_fails(
+        check_positional_encoding, positions_backwards, capsys, "rotate backwards", "sin a cos w + cos a sin w"
+    )
+
+
 # ============================================================ causal mask
 
 
@@ -474,7 +513,7 @@ def test_causal_mask_accepts_correct_solutions(solution, capsys):
 @pytest.mark.parametrize(
     "wrong, fragment",
     [
-        (lambda n: torch.ones(n, n, dtype=torch.bool).tril(1), "torch.tril(ones, 1)"),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).tril(1), "see the next one (s <= t + 1)"),
         (lambda n: torch.ones(n, n, dtype=torch.bool), "every entry is True"),
         (lambda n: torch.zeros(n, n, dtype=torch.bool), "every entry is False"),
         (lambda n: torch.ones(n, n, dtype=torch.bool).triu(1), "True must mean *may attend*"),
@@ -489,6 +528,23 @@ def test_causal_mask_accepts_correct_solutions(solution, capsys):
 )
 def test_causal_mask_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_causal_mask, wrong, capsys, fragment)
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda n: torch.ones(n, n, dtype=torch.bool).tril(1),
+        lambda n: torch.ones(n, n, dtype=torch.bool),
+        lambda n: torch.zeros(n, n, dtype=torch.bool),
+        lambda n: torch.ones(n, n, dtype=torch.bool).triu(1),
+        lambda n: torch.ones(n, n, dtype=torch.bool).triu(),
+        lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1),
+    ],
+)
+def test_causal_mask_hints_do_not_suggest_tril_which_the_exercise_forbids(wrong, capsys):
+    """The exercise asks for the mask without `tril`: every hint names the rule s <= t instead."""
+    out = checker_fails(check_causal_mask, wrong, capsys, "s <= t")
+    assert "tril" not in out, out
 
 
 # ============================================================ the 80/10/10 rule
@@ -636,7 +692,7 @@ def masking_in_place(ids, maskable, mask_id, replacement_ids):
         (masking(count=lambda n: (0.3 * n).round()), "maskable positions were chosen"),
         (masking(shares=(1.0, 1.0)), "expected about 80 %, 10 % and 10 %"),
         (masking(replace="any"), "not in replacement_ids"),
-        (lambda ids, *a: (ids, ids.clone()), "not maskable"),
+        (lambda ids, *a: (ids, ids.clone()), "targets hold the original id at positions that are not maskable"),
         (lambda ids, *a: (ids, torch.full_like(ids, -100)), "-100 everywhere"),
         (lambda ids, *a: ids, "return a pair (inputs, targets)"),
         (lambda ids, *a: (ids, ids[:, :3]), "targets is a tensor of shape (1000, 3)"),
@@ -756,6 +812,33 @@ def running_no_maximum(q, k, v, block_size):
         return acc / total
 
 
+def running_not_rescaled(q, k, v, block_size):
+    """The likeliest mistake: the old sums kept as they are when the maximum grows."""
+    m = np.full((len(q), 1), -np.inf)
+    ell, a = np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
+    for start in range(0, len(k), block_size):
+        s = q @ k[start : start + block_size].T / np.sqrt(q.shape[1])
+        m = np.maximum(m, s.max(axis=1, keepdims=True))
+        p = np.exp(s - m)
+        ell = ell + p.sum(axis=1, keepdims=True)
+        a = a + p @ v[start : start + block_size]
+    return a / ell
+
+
+def running_one_maximum(q, k, v, block_size):
+    """One maximum shared by all queries: right for small scores, NaN for large ones."""
+    with np.errstate(all="ignore"):
+        m, ell, a = -np.inf, np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
+        for start in range(0, len(k), block_size):
+            s = q @ k[start : start + block_size].T / np.sqrt(q.shape[1])
+            m_new = max(m, s.max())
+            p = np.exp(s - m_new)
+            ell = ell * np.exp(m - m_new) + p.sum(axis=1, keepdims=True)
+            a = a * np.exp(m - m_new) + p @ v[start : start + block_size]
+            m = m_new
+        return a / ell
+
+
 def attend(q, k, v):
     """Plain attention in NumPy: the output only."""
     return numpy_attention.scaled_dot_product_attention(q, k, v)[0]
@@ -775,6 +858,9 @@ def running_in_place(q, k, v, block_size):
         (running_short_blocks, "yours left out one key per block"),
         (running_without_short_block, "the last block is shorter than the others"),
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "acc not rescaled"), "multiply acc by exp(m - m')"),
+        (running_not_rescaled, "multiply the old l and acc by exp(m - m')"),
+        (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "l not rescaled"), "multiply l by exp(m - m') too"),
+        (running_one_maximum, "keep one m per query, shape (L_q, 1)"),
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "not divided"), "divide the weighted sum"),
         (lambda q, k, v, b: attend(q, k[-b:], v[-b:]), "attention to the last block only"),
         (running_no_maximum, "exp overflowed"),

@@ -91,6 +91,11 @@ def _positional_mistakes(length: int, d_model: int) -> list[tuple[torch.Tensor, 
             "10000^(-2i/d_model)); multiplying by 10000^(2i/d_model) makes the later "
             "features turn faster instead of slower",
         ),
+        (
+            _interleaved(_angles(length, d_model), even=lambda angle: -torch.sin(angle)),
+            "the sines have the wrong sign: your rows rotate backwards, by -w_i a step; rotating forwards, "
+            "sin(a + w) = sin a cos w + cos a sin w and cos(a + w) = cos a cos w - sin a sin w",
+        ),
         (_interleaved(_angles(length, d_model, first=1)), "positions count from 0: the first row is position 0"),
         (
             _interleaved(_angles(length, d_model).T.contiguous()).T if length == d_model else None,
@@ -164,28 +169,29 @@ def _compare_causal(got, case: Case) -> str | None:
         (
             ones.triu(1),
             "True must mean *may attend*: you marked the future, the positions a query must not see "
-            "(the opposite polarity, as nn.MultiheadAttention's masks); use torch.tril",
+            "(the opposite polarity, as nn.MultiheadAttention's masks); mark the allowed keys instead, s <= t",
         ),
         (
             ones.triu(),
-            "this is the upper triangle: row t (the query) must allow columns 0 .. t (the keys), the lower triangle",
+            "this is the upper triangle: row t (the query) must allow the columns s <= t (the keys), "
+            "the lower triangle",
         ),
-        (ones.tril(-1), "a position may attend to itself: keep the diagonal (torch.tril with diagonal=0)"),
+        (ones.tril(-1), "a position may attend to itself: the rule is s <= t, not s < t (keep the diagonal)"),
         (
             ones.tril(1),
-            "torch.tril(ones, 1) also lets each position see the next one: "
-            "keep the diagonal argument at 0, torch.tril(ones)",
+            "this also lets each position see the next one (s <= t + 1): the rule is s <= t, "
+            "key position s at most query position t",
         ),
         (
             ones,
             "every entry is True, so nothing is hidden: position t must not see the "
-            "positions after it (keep only the lower triangle, torch.tril)",
+            "positions after it: keep only s <= t, the lower triangle",
         ),
         (
             ~ones,
             "every entry is False, so no position may attend to anything: True "
-            "must mark the allowed positions s <= t (torch.tril of a tensor of "
-            "ones)",
+            "must mark the allowed positions s <= t (compare two aranges: the query "
+            "positions t as a column, the key positions s as a row)",
         ),
     ]
     for wrong, hint in mistakes:
