@@ -344,3 +344,22 @@ def test_wa_rate_arms_train_general_with_a_slower_W_a():
         else:
             assert groups[1]["params"] == [W_a] and groups[1]["lr"] == pytest.approx(factor * 1e-2)
             assert all(p is not W_a for p in groups[0]["params"])
+
+
+def test_first_steps_measures_adams_first_step_and_every_residual_sum():
+    from attnbook.experiments import transformer_training
+
+    found = transformer_training.first_steps(norm_first=False, schedule="constant", steps=5, layers=2)
+    assert len(found.grad_norms) == len(found.logit_grads) == len(found.h1_grads) == 5
+    assert sorted(found.adam) == [1, 2, 5] and sorted(found.travel) == [1, 5]
+    assert len(found.spreads) == len(found.varying) == len(found.sums) == 3  # before step 1, after 1 and 5
+    assert len(found.varying[0]) == 1 + 2 and len(found.sums[0]) == 2 * 2 + 3 * 2  # 2 per encoder layer, 3 per decoder
+    one = found.adam[1]
+    assert one.move == pytest.approx(1e-2, rel=1e-2)  # Adam's first step: the rate, whatever the gradient
+    assert found.travel[1] == pytest.approx(one.move, rel=1e-2)
+    assert one.grads.shape == one.moves.shape == found.key_biases.shape and found.key_biases.any()
+    assert (one.grads[found.key_biases].abs() < 1e-9).all()  # a shift of every key's score: no gradient
+    warm = transformer_training.first_steps(norm_first=True, schedule="paper", steps=5, layers=2)
+    assert warm.adam[1].move == pytest.approx(1e-2 / 50, rel=1e-2)  # the warm-up's first rate
+    with pytest.raises(ValueError, match="at least 5"):
+        transformer_training.first_steps(norm_first=False, schedule="constant", steps=4)

@@ -7,6 +7,8 @@
   pass of 100 steps.
 - ``warmup_decay_only`` (6.2): the same models, measures and seeds with the paper's decay from the
   high rate but no warm-up (1e-2 for the first 50 steps, then the same step^-0.5 decay).
+- :func:`first_steps` (6.2's optional page): one seed of that model over its first steps, measured
+  inside: gradients, Adam's state, and where the output stops depending on the input.
 - ``label_smoothing`` (6.2): a two-layer pre-LN Transformer with and without label smoothing of
   0.1; its confidence, accuracy and perplexity on the held-out strings.
 - ``transformer_dates`` (6.3): Chapter 2's Bahdanau model and a small pre-LN Transformer on the
@@ -43,6 +45,9 @@ __all__ = [
     "FIRST_STEP_ARMS",
     "LOSS_WINDOW",
     "warmup_training",
+    "AdamStep",
+    "FirstSteps",
+    "first_steps",
     "loss_windows",
     "warmup_run",
     "confidence",
@@ -273,6 +278,199 @@ register(
         "(``warmup``, which it does not): does holding the high rate for a few steps near the start stop post-LN?",
     )
 )
+
+
+class AdamStep(NamedTuple):
+    """One optimiser step on the lowest decoder layer's weights: medians over its n weights, and the
+    per-weight values."""
+
+    weight: float  # the median |weight| before the step
+    grad: float  # the median |gradient|
+    move: float  # the median |move|
+    root_v: float  # the median sqrt(v_hat): Adam's divisor, less eps
+    below_eps: torch.Tensor  # (n,) bool: the weights whose sqrt(v_hat) is below eps = 1e-9
+    grads: torch.Tensor  # (n,): each weight's gradient
+    moves: torch.Tensor  # (n,): each weight's move
+
+
+class FirstSteps(NamedTuple):
+    """What :func:`first_steps` measured in one run. *The lowest layer* is the lowest decoder layer (the
+    one farthest from the output); *watched* means before step 1 and after steps 1, 5 and 20."""
+
+    losses: list[float]  # every step: the training loss
+    grad_norms: list[float]  # every step: the norm of the lowest layer's gradient
+    top_over_lowest: float  # step 1: the top decoder layer's gradient norm over the lowest's
+    logit_grads: list[float]  # every step: the norm of dL/dz, z the logits
+    h1_grads: list[float]  # every step: the norm of dL/dh_1, h_1 the lowest layer's output
+    spreads: list[float]  # watched: the prediction's spread (0: one prediction everywhere)
+    varying: list[list[float]]  # watched: the share that varies of the encoder's output, then each decoder layer's
+    sums: list[list[tuple[float, float, float]]]  # watched: each residual sum's (f's shared, x's varying, x's shared)
+    adam: dict[int, AdamStep]  # steps 1, 2, 20 and the last
+    travel: dict[int, float]  # steps 1, 5, 20 and the last: the median distance of the weights from their start
+    key_biases: torch.Tensor  # (n,) bool: which of the lowest layer's weights are attention key biases
+    bias_moved: float  # after step 5: the largest distance of any bias vector from its start
+
+
+def _varying_share(x: torch.Tensor, where: torch.Tensor) -> float:
+    """The share of each vector's size that varies across the positions ``where``, each vector scaled
+    to mean square 1 first: at most 1; 0 if every position gets the same vector."""
+    x = x[where]  # (M, d)
+    x = x / x.pow(2).mean(dim=-1, keepdim=True).sqrt()
+    return float(x.var(dim=0).mean())
+
+
+def _shared_and_varying(x: torch.Tensor, f: torch.Tensor, where: torch.Tensor) -> tuple[float, float, float]:
+    """In a residual sum x + f: the size of f's part shared by every position (its mean over the
+    positions ``where``), the rms size of what varies in x, and the size of x's own shared part."""
+    x, f = x[where], f[where]  # (M, d) each
+    varying = (x - x.mean(dim=0)).pow(2).sum(dim=-1).mean().sqrt()
+    return float(f.mean(dim=0).norm()), float(varying), float(x.mean(dim=0).norm())
+
+
+def _probe(model: Transformer, batch: data.Batch, symbols: list[int]) -> tuple:
+    """Run ``model`` on ``batch``, teacher-forced, and return the prediction's spread (the largest sd
+    of a symbol's probability across the real target positions), the share that varies of the
+    encoder's output and of each decoder layer's, and the parts of each residual sum (2 per encoder
+    layer, then 3 per decoder layer)."""
+    real = batch.tgt_out != 0  # (B, T): the real target positions
+    outputs = []  # the encoder's output (B, S, d), then each decoder layer's (B, T, d)
+    xs, fs = [], []  # each sub-layer's residual input x and output f, in order
+
+    def keep(module, inputs, out):  # a decoder layer returns (x, weights, weights)
+        outputs.append(out[0] if isinstance(out, tuple) else out)
+
+    def keep_x(module, inputs):  # post-LN: the sub-layer's input; pre-LN: its LayerNorm's
+        xs.append(inputs[0])
+
+    def keep_f(module, inputs, out):  # attention returns (output, weights)
+        fs.append(out[0] if isinstance(out, tuple) else out)
+
+    hooks = [layer.register_forward_hook(keep) for layer in [model.encoder_norm, *model.decoder_layers]]
+    for layer in [*model.encoder_layers, *model.decoder_layers]:
+        subs = [getattr(layer, name) for name in ("self_attn", "cross_attn", "feed_forward") if hasattr(layer, name)]
+        norms = [layer.norm1, layer.norm2, getattr(layer, "norm3", None)][: len(subs)]
+        for sub, norm in zip(subs, norms):
+            hooks.append((norm if model.norm_first else sub).register_forward_pre_hook(keep_x))
+            hooks.append(sub.register_forward_hook(keep_f))
+    with torch.no_grad():
+        probabilities = model(batch.src, batch.tgt_in).logits.softmax(dim=-1)  # (B, T, V)
+    for hook in hooks:
+        hook.remove()
+    source = batch.src != 0  # (B, S): the real source positions
+    shares = [_varying_share(x, w) for x, w in zip(outputs, [source] + [real] * len(model.decoder_layers))]
+    n_encoder = 2 * len(model.encoder_layers)  # 2 sums per encoder layer, then 3 per decoder layer
+    sums = [_shared_and_varying(x, f, source if k < n_encoder else real) for k, (x, f) in enumerate(zip(xs, fs))]
+    spread = float(probabilities[real][:, symbols].std(dim=0).max())  # over (M, symbols)
+    return spread, shares, sums
+
+
+def first_steps(
+    norm_first: bool,
+    schedule: str,
+    steps: int = 20,
+    peak: float = 1e-2,
+    warmup: int = 50,
+    layers: int = 6,
+    seed: int = 0,
+) -> FirstSteps:
+    """Train the ``warmup`` record's model (:func:`small_transformer`, post-LN or pre-LN) from ``seed``
+    for ``steps`` steps (at least 5) with :func:`paper_adam` (``schedule`` to ``peak``), as
+    :func:`warmup_training` does, and measure the first steps: the gradient at the lowest decoder
+    layer and the chain rule's factors above it, Adam's state on that layer, and, on the held-out
+    strings, the prediction's spread, where each layer's output stops varying across positions, and
+    each residual sum's shared and varying parts. Returns a :class:`FirstSteps`."""
+    if steps < 5:
+        raise ValueError(f"steps must be at least 5 (the biases are measured after step 5), got {steps}")
+    task = reversal_data()
+    src_vocab, tgt_vocab = task.src_vocab, task.tgt_vocab
+    held_out = data.make_batch(task.test, src_vocab, tgt_vocab)
+    specials = ("<pad>", "<bos>", "<unk>")  # never the right answer
+    symbols = [i for i, symbol in enumerate(tgt_vocab.id_to_symbol) if symbol not in specials]
+    torch.manual_seed(seed)
+    model = small_transformer(task, layers, norm_first)
+    optimizer, scheduler = paper_adam(model, peak, schedule, warmup)
+    train = data.Batches(task.train, src_vocab, tgt_vocab, batch_size=32, shuffle=True, seed=seed)
+    lowest, top = model.decoder_layers[0], model.decoder_layers[-1]
+
+    def layer_grad(layer):  # all of a layer's parameter gradients, as one vector
+        return torch.cat([p.grad.flatten() for p in layer.parameters()])
+
+    def weights():  # the lowest layer's weights, as one vector
+        return nn.utils.parameters_to_vector(lowest.parameters()).detach()
+
+    start = weights()  # (n,)
+    biases = {name: p.detach().clone() for name, p in model.named_parameters() if "bias" in name}
+    spread, shares, sums = _probe(model, held_out, symbols)
+    spreads, varying, parts = [spread], [shares], [sums]
+    losses, norms, logit_grads, h1_grads, adam, travel = [], [], [], [], {}, {}
+    h1 = []  # this step's h_1, (B, T, d)
+
+    def keep_h1(module, inputs, out):  # the lowest layer's output, h_1
+        if torch.is_grad_enabled():  # training steps only, not _probe's
+            out[0].retain_grad()
+            h1[:] = [out[0]]
+
+    h1_hook = lowest.register_forward_hook(keep_h1)
+    for step, batch in zip(range(1, steps + 1), train):
+        logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
+        logits.retain_grad()  # the first factor of the chain rule
+        loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0)
+        optimizer.zero_grad()
+        loss.backward()
+        losses.append(loss.item())
+        grad = layer_grad(lowest)  # (n,)
+        norms.append(float(grad.norm()))
+        logit_grads.append(float(logits.grad.norm()))
+        h1_grads.append(float(h1[0].grad.norm()))  # the first two factors' product
+        if step == 1:
+            top_over_lowest = float(layer_grad(top).norm() / grad.norm())
+        before = weights()  # (n,)
+        optimizer.step()
+        after = weights()  # (n,)
+        if step in (1, 5, 20, steps):
+            travel[step] = float((after - start).abs().median())
+        if step in (1, 2, 20, steps):
+            beta2 = optimizer.param_groups[0]["betas"][1]
+            v = torch.cat([optimizer.state[p]["exp_avg_sq"].flatten() for p in lowest.parameters()])  # (n,)
+            root_v = (v / (1 - beta2**step)).sqrt()  # (n,)
+            move = after - before  # (n,)
+            adam[step] = AdamStep(
+                weight=float(before.abs().median()),
+                grad=float(grad.abs().median()),
+                move=float(move.abs().median()),
+                root_v=float(root_v.median()),
+                below_eps=root_v < 1e-9,
+                grads=grad,
+                moves=move,
+            )
+        if scheduler is not None:  # None: a constant rate
+            scheduler.step()
+        if step == 5:
+            bias_moved = max(
+                float((p.detach() - biases[name]).norm()) for name, p in model.named_parameters() if name in biases
+            )
+        if step in (1, 5, 20):
+            spread, shares, sums = _probe(model, held_out, symbols)
+            spreads.append(spread)
+            varying.append(shares)
+            parts.append(sums)
+    h1_hook.remove()
+    # the attention key biases: each adds one number to every key's score, which the softmax ignores
+    keys = torch.cat([torch.full((p.numel(),), "k_proj.bias" in name) for name, p in lowest.named_parameters()])
+    return FirstSteps(
+        losses=losses,
+        grad_norms=norms,
+        top_over_lowest=top_over_lowest,
+        logit_grads=logit_grads,
+        h1_grads=h1_grads,
+        spreads=spreads,
+        varying=varying,
+        sums=parts,
+        adam=adam,
+        travel=travel,
+        key_biases=keys,
+        bias_moved=bias_moved,
+    )
 
 
 def confidence(model: nn.Module, examples: list, src_vocab: data.Vocab, tgt_vocab: data.Vocab) -> dict:
