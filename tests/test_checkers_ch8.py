@@ -100,6 +100,7 @@ def rope_exponent_i(x, p):
         (rope_base_1000, "the base is 10000"),
         (rope_exponent_i, "−2i/d"),
         (lambda x, p: rope_stack(x, p + 1), "rotate by positions"),
+        (lambda x, p: rope_stack(x, torch.arange(x.shape[-2])), "use the positions given"),
         (lambda x, p: x.clone(), "nothing was rotated"),
         (lambda x, p: rope_stack(x, p)[..., :-1], "shape"),
         (lambda x, p: None, "None"),
@@ -133,6 +134,9 @@ def test_rms_norm_accepts_correct_solutions(solution, capsys):
     [
         (lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],), eps=1e-6), "this is LayerNorm"),
         (lambda x: x / torch.sqrt(x.mean(-1, keepdim=True) ** 2 + 1e-6), "not the square of the mean"),
+        (lambda x: x / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-6), "do not subtract the mean"),
+        (lambda x: x / torch.sqrt(x.var(-1, keepdim=True) + 1e-6), "do not subtract the mean"),
+        (lambda x: x / x.std(dim=-1, keepdim=True), "do not subtract the mean"),
         (lambda x: x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + 1e-6), "not their sum"),
         (lambda x: x / x.pow(2).mean(-1, keepdim=True), "square root"),
         (lambda x: x / x.norm(dim=-1, keepdim=True), "not their sum"),
@@ -294,6 +298,16 @@ def ga_mistaken(q, k, v, order="//", scale="sqrt", softmax_dim=-1, merge="direct
 )
 def test_grouped_attention_names_typical_mistakes(options, fragment, capsys):
     checker_fails(check_grouped_attention, lambda q, k, v: ga_mistaken(q, k, v, **options), capsys, fragment)
+
+
+def test_grouped_attention_names_a_softmax_over_the_rows_of_a_group(capsys):
+    def rows_softmax(q, k, v):  # the reshape of the solution, softmax over dim -2
+        B, H, T, d = q.shape
+        G = k.size(1)
+        q = q.reshape(B, G, H // G * T, d)
+        return (torch.softmax(q @ k.transpose(-2, -1) / d**0.5, -2) @ v).reshape(B, H, T, d)
+
+    checker_fails(check_grouped_attention, rows_softmax, capsys, "softmax ran over dim -2", "dim=-1")
 
 
 def test_grouped_attention_names_the_order_of_repeat(capsys):

@@ -97,6 +97,11 @@ def _rope_mistakes(case: Case):
             "the exponent is −2i/d for pair i (torch.arange(0, d, 2) / d), not −i/d",
         ),
         (_rope_by_hand(x, positions, shift=1), "positions count from the ones given: rotate by positions, not +1"),
+        (
+            _rope_by_hand(x, torch.arange(positions.numel())),
+            "the rows were turned as positions 0, 1, ..., T − 1: use the positions given (here they start at "
+            f"{int(positions[0])}), not torch.arange(T)",
+        ),
         (x.double(), "nothing was rotated: every pair turns by the angle position · θ_i"),
     ]
 
@@ -154,6 +159,19 @@ def _rms_mistakes(case: Case):
             (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-6),
             "this is LayerNorm: RMSNorm does not subtract the mean, it divides by sqrt(mean(x²) + eps)",
         ),
+        *[
+            (
+                wrong,
+                "do not subtract the mean: x.var and x.std measure the spread around the mean, RMSNorm divides by "
+                "the root mean square around 0, sqrt(mean(x²) + eps)",
+            )
+            for correction in (0, 1)  # x.var() and x.std() default to 1
+            for wrong in (
+                x / torch.sqrt(x.var(-1, correction=correction, keepdim=True) + 1e-6),
+                x / x.std(-1, correction=correction, keepdim=True),
+                x / (x.std(-1, correction=correction, keepdim=True) + 1e-6),
+            )
+        ],
         (x / torch.sqrt(x.mean(-1, keepdim=True).pow(2) + 1e-6), "the mean of the squares, not the square of the mean"),
         (
             x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + 1e-6),
@@ -292,6 +310,8 @@ def _grouped_by_hand(q, k, v, order="h // (H/G)", scale="sqrt", softmax_over="ke
         scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(), float("-inf"))
     if softmax_over == "group":  # the H / G query heads of a group
         weights = scores.view(B, G, H // G, T, S).softmax(dim=2).view(B, H, T, S)
+    elif softmax_over == "group rows":  # dim -2 of q reshaped to (B, G, (H // G) * T, d)
+        weights = scores.view(B, G, H // G * T, S).softmax(dim=-2).view(B, H, T, S)
     else:
         weights = scores.softmax(dim={"keys": -1, "queries": -2}[softmax_over])
     out = weights @ v  # (B, H, T, d)
@@ -323,6 +343,11 @@ _GROUPED_MISTAKES = [  # (keyword arguments of _grouped_by_hand, hint), most tel
         dict(softmax_over="group"),
         "the softmax ran over the query heads of a group (the axis of H // G); each query's weights over the "
         "S keys must sum to 1: softmax over the last axis",
+    ),
+    (
+        dict(softmax_over="group rows"),
+        "the softmax ran over dim -2, the (H // G) * T rows of a group (all its query heads' queries); each "
+        "query's weights over the S keys must sum to 1: softmax over the last axis (dim=-1)",
     ),
     (dict(mask=True), "there is no mask in this exercise: every query attends to all S keys"),
 ]
