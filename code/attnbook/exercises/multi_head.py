@@ -14,8 +14,9 @@ from attnbook.exercises._checking import VIEW_HINT, Case, checker, close, compar
 
 __all__ = ["check_split_heads", "check_merge_heads"]
 
-#: (B, T, d_model, heads) of the cases: T != d_head != heads, a batch of one, one head, one feature per head.
-_SIZES = ((2, 3, 8, 2), (1, 5, 12, 3), (3, 4, 6, 1), (2, 2, 4, 4))
+#: (B, T, d_model, heads) of the cases: B, T, d_head and heads all different (so that a head axis in the
+#: batch's place shows in the shape), a batch of one, one head, one feature per head.
+_SIZES = ((5, 3, 8, 2), (1, 5, 12, 3), (3, 4, 6, 1), (2, 2, 4, 4))
 
 
 def _labelled(batch: int, length: int, d_model: int) -> torch.Tensor:
@@ -28,7 +29,26 @@ def _mistakes(x: torch.Tensor, heads: int) -> list[tuple[torch.Tensor, str]]:
     """(wrong output, hint) for the typical ways of splitting (B, T, d_model) into heads wrongly."""
     batch, length, d_model = x.shape
     d_head = d_model // heads
+    slices = [x[..., i * d_head : (i + 1) * d_head] for i in range(heads)]  # each (B, T, d_head)
+    stack_hint = (
+        "torch.stack(slices, dim={}) puts the heads on axis {}; stack along dim=1, after the batch: (B, H, T, d_head)"
+    )
+    cat_hint = (
+        "torch.cat joins the slices along an axis they already have, so the output keeps 3 axes; "
+        "torch.stack(slices, dim=1) makes the new head axis"
+    )
     return [
+        *[(torch.cat(slices, dim=d), cat_hint) for d in (0, 1)],
+        (
+            x,
+            "that is x unchanged (torch.cat along the last axis puts the slices back together); "
+            "torch.stack(slices, dim=1) makes the new head axis",
+        ),
+        *[(torch.stack(slices, dim=d), stack_hint.format(d, d)) for d in (0, 3)],
+        (
+            torch.stack(slices[::-1], dim=1),
+            "the heads are in reverse order: head 0 takes the first d_head features, x[..., 0:d_head]",
+        ),
         (
             x.reshape(batch, heads, length, d_head),
             "a reshape straight to (B, H, T, d_head) mixes positions: head 0 "
@@ -38,7 +58,8 @@ def _mistakes(x: torch.Tensor, heads: int) -> list[tuple[torch.Tensor, str]]:
         (
             x.view(batch, length, d_head, heads).permute(0, 3, 1, 2),
             "head i got every H-th feature (i, i + H, ...); "
-            "it must get a contiguous block, features i·d_head .. (i+1)·d_head - 1: view as (B, T, H, d_head)",
+            "it must get a contiguous block, features i·d_head .. (i+1)·d_head - 1: "
+            "slice x[..., i·d_head:(i+1)·d_head], or view as (B, T, H, d_head)",
         ),
         (
             x.view(batch, length, heads, d_head).transpose(1, 3).transpose(2, 3),
@@ -73,8 +94,13 @@ def _compare_split(got, case: Case) -> str | None:
     if problem is None:
         return None
     x, heads = case.args
+    if isinstance(got, (list, tuple)) and all(isinstance(item, torch.Tensor) for item in got):
+        return f"{problem}\nhint: torch.stack the slices along dim=1 into one tensor, (B, H, T, d_head)"
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (x.size(0), x.size(1), heads, x.size(2) // heads):
-        return f"{problem}\nhint: that is (B, T, H, d_head): transpose(1, 2) to put the heads before the positions"
+        return (
+            f"{problem}\nhint: that is (B, T, H, d_head): transpose(1, 2) to put the heads before the "
+            "positions (or, from slices, torch.stack(slices, dim=1))"
+        )
     for wrong, hint in _mistakes(x, heads):
         if isinstance(got, torch.Tensor) and close(got.detach().float(), wrong):
             return f"{problem}\nhint: {hint}"
@@ -85,7 +111,7 @@ def _compare_split(got, case: Case) -> str | None:
     "split heads",
     _split_cases,
     _compare_split,
-    summary="T, d_head and the number of heads all different; one head; one feature per head; a batch of one",
+    summary="B, T, d_head and the number of heads all different; one head; one feature per head; a batch of one",
 )
 def check_split_heads(fn) -> bool:
     """Check ``fn(x, num_heads) -> heads``: the features of every position cut into ``num_heads`` heads.
@@ -114,8 +140,14 @@ def _merge_cases() -> list[Case]:
             x = x.contiguous()
         sizes_text = f"(B={batch}, H={heads}, T={length}, d_head={d_model // heads})"
         memory = ", contiguous in memory (as weights @ v is)" if contiguous else ""
+        labels = ", heads[b, i, t, j] holding 1000·b + 100·t + f, where f = i·d_head + j is its feature once merged"
         cases.append(
-            Case(f"heads {describe(x)} {sizes_text}{memory}", args=(x,), arg_names=("heads",), expected=merge_heads(x))
+            Case(
+                f"heads {describe(x)} {sizes_text}{memory}{labels}",
+                args=(x,),
+                arg_names=("heads",),
+                expected=merge_heads(x),
+            )
         )
     return cases
 
@@ -124,7 +156,36 @@ def _merge_mistakes(x: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
     """(wrong output, hint) for the typical wrong ways of merging (B, H, T, d_head)."""
     batch, heads, length, d_head = x.shape
     d_model = heads * d_head
+    each = list(x.unbind(1))  # the heads, each (B, T, d_head)
+    axis = {0: "the batch (dim=0)", 1: "the positions (dim=1)"}
     return [
+        *[
+            (
+                torch.cat(each, dim=d),
+                f"you concatenated the heads along {axis[d]}; concatenate them along the last axis, "
+                "the features (dim=-1)",
+            )
+            for d in (0, 1)
+        ],
+        *[
+            (
+                torch.cat(list(x), dim=d),
+                "iterating over `heads` (or list(heads)) goes over the batch, axis 0; the heads are "
+                "axis 1: heads[:, i] for i in range(H), or heads.unbind(1)",
+            )
+            for d in (0, 1, -1)
+        ],
+        *[
+            (
+                torch.stack(each, dim=d),
+                "torch.stack adds a new axis; torch.cat(..., dim=-1) joins the heads along the features",
+            )
+            for d in (2, 3)
+        ],
+        (
+            torch.cat(each[::-1], dim=-1),
+            "the heads are in reverse order: head 0's d_head features come first, then head 1's, ...",
+        ),
         (
             x.reshape(batch, length, d_model),
             "a reshape straight from (B, H, T, d_head) to (B, T, d_model) mixes heads and "
