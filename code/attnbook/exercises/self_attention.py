@@ -210,8 +210,9 @@ def _sdpa_cases() -> list[Case]:
     return cases
 
 
-def _sdpa_variant(q, k, v, mask, scale="sqrt", softmax_dim=-1, masking="fill"):
-    """Scaled dot-product attention with one typical mistake (the keyword arguments)."""
+def _sdpa_variant(q, k, v, mask, scale="sqrt", softmax_dim=-1, masking="fill", after=False):
+    """Scaled dot-product attention with one typical mistake (the keyword arguments);
+    ``after=True`` divides the weights by √d_k after the softmax instead of the scores."""
     divisor = {
         "sqrt": math.sqrt(q.size(-1)),
         "none": 1.0,
@@ -223,6 +224,8 @@ def _sdpa_variant(q, k, v, mask, scale="sqrt", softmax_dim=-1, masking="fill"):
     }[scale]
     scores = q @ k.transpose(-2, -1) / divisor
     weights = softmax_with(scores, mask, masking, dim=softmax_dim)
+    if after:
+        weights = weights / math.sqrt(q.size(-1))
     return weights @ v, weights
 
 
@@ -231,6 +234,11 @@ _SDPA_MISTAKES = [  # (keyword arguments of _sdpa_variant, hint), most telling f
     (dict(scale="d_k"), "the scores were divided by d_k; the scale is √d_k"),
     (dict(scale="d_v"), "the scale uses the size of the values; it is √d_k, the size of the queries and keys"),
     (dict(scale="times"), "the scores were multiplied by √d_k; divide them by it"),
+    (
+        dict(scale="none", after=True),
+        "did you scale after the softmax? softmax(q @ kᵀ) / √d_k shrinks the weights, so a row no "
+        "longer sums to 1; divide the scores before the softmax: softmax(q @ kᵀ / √d_k)",
+    ),
     (dict(scale="L_k"), "the scale uses the number of keys L_k; it is √d_k, the last size of q and k"),
     (
         dict(scale="size(1)"),
