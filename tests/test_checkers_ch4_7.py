@@ -185,6 +185,15 @@ def attention_flipped_finite(q, k, v, mask=None):
     return weights @ v, weights
 
 
+def attention_scaled_after_softmax(q, k, v, mask=None):
+    """softmax(q kᵀ) / √d_k: the scale divides the weights, not the scores."""
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0) / math.sqrt(q.size(-1))
+    return weights @ v, weights
+
+
 def attention_if_mask(q, k, v, mask=None):
     """`if mask:` instead of `if mask is not None:`: fine for None, raises for a tensor."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -208,6 +217,7 @@ def attention_in_place(q, k, v, mask=None):
         (attention_scaled(lambda q, k, v: 1.0), "the scores were not scaled"),
         (attention_scaled(lambda q, k, v: q.size(-1)), "divided by d_k"),
         (attention_scaled(softmax_dim=-2), "the softmax ran over the queries"),
+        (attention_scaled_after_softmax, "did you scale after the softmax?"),
         (attention_scaled(polarity=False), "mask True means *may attend*"),
         (attention_flipped_finite, "mask True means *may attend*"),
         (attention_if_mask, "only `if mask is not None`"),
@@ -283,7 +293,18 @@ def split_in_place(x, num_heads):
             lambda x, h: x.view(x.size(0), x.size(1), h, -1).transpose(1, 3).transpose(2, 3),
             "the axes are in the wrong order",
         ),
-        (lambda x, h: x, "has shape (2, 3, 8) but expected (2, 2, 3, 4)"),
+        (lambda x, h: x, "has shape (5, 3, 8) but expected (5, 2, 3, 4)"),
+        # the slicing route of the exercise, done wrong
+        (lambda x, h: torch.cat(x.chunk(h, -1), dim=1), "torch.cat joins the slices along an axis"),
+        (lambda x, h: torch.cat(x.chunk(h, -1), dim=0), "torch.stack(slices, dim=1) makes the new head axis"),
+        (lambda x, h: torch.cat(x.chunk(h, -1), dim=-1), "that is x unchanged (torch.cat along the last axis"),
+        (lambda x, h: torch.stack(x.chunk(h, -1), dim=0), "(2, 5, 3, 4) but expected (5, 2, 3, 4)"),
+        (lambda x, h: torch.stack(x.chunk(h, -1), dim=0), "puts the heads on axis 0; stack along dim=1"),
+        (lambda x, h: torch.stack(x.chunk(h, -1), dim=-1), "puts the heads on axis 3"),
+        (lambda x, h: torch.stack(x.chunk(h, -1), dim=2), "(or, from slices, torch.stack(slices, dim=1))"),
+        (lambda x, h: list(x.chunk(h, -1)), "hint: torch.stack the slices along dim=1 into one tensor"),
+        (lambda x, h: torch.stack(x.chunk(h, -1)[::-1], dim=1), "the heads are in reverse order"),
+        (lambda x, h: torch.stack([x[..., i::h] for i in range(h)], 1), "slice x[..., i·d_head:(i+1)·d_head]"),
         (raises, "raised ValueError"),
         (returns_none, "returned None"),
         (lambda x, h: split_view(x, h).numpy(), "is a NumPy array"),
@@ -331,7 +352,15 @@ def merge_in_place(heads):
             "permute(0, 2, 3, 1) gives (B, T, d_head, H)",
         ),
         (lambda h: h.transpose(2, 3).reshape(h.size(0), h.size(2), -1), "transpose(2, 3) swaps T and d_head"),
-        (lambda h: h.flatten(2), "has shape (2, 2, 12) but expected (2, 3, 8)"),
+        (lambda h: h.flatten(2), "has shape (5, 2, 12) but expected (5, 3, 8)"),
+        # the concatenation route of the exercise, done wrong
+        (lambda h: torch.cat(h.unbind(1), dim=1), "along the positions (dim=1); concatenate them along the last"),
+        (lambda h: torch.cat(h.unbind(1), dim=0), "along the batch (dim=0)"),
+        (lambda h: torch.cat(list(h), dim=-1), "iterating over `heads` (or list(heads)) goes over the batch"),
+        (lambda h: torch.cat([t for t in h], dim=1), "the heads are axis 1"),
+        (lambda h: torch.cat(h.unbind(1)[::-1], dim=-1), "the heads are in reverse order"),
+        (lambda h: torch.cat(h.split(1, dim=1), dim=-1), "keeps a head axis of size 1 in every piece"),
+        (lambda h: torch.stack(h.unbind(1), dim=2), "torch.stack adds a new axis"),
         (raises, "raised ValueError"),
         (returns_none, "returned None"),
         (lambda h: merge_reshape(h).numpy(), "is a NumPy array"),
@@ -340,6 +369,15 @@ def merge_in_place(heads):
 )
 def test_merge_heads_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_merge_heads, wrong, capsys, fragment)
+
+
+def test_split_and_merge_cases_say_what_their_entries_hold(capsys):
+    """A wrong value such as "expected 4, got 1000" must be readable from the case's description."""
+    checker_fails(check_split_heads, lambda x, h: split_view(x, h) + 1, capsys, "holding 1000·b + 100·t + feature")
+    checker_fails(check_merge_heads, lambda h: merge_reshape(h) + 1, capsys, "holding 1000·b + 100·t + f, where f")
+    # the first case's batch differs from its number of heads, so heads stacked in the batch's place
+    # show in the shape
+    checker_fails(check_split_heads, lambda x, h: split_view(x, h) + 1, capsys, "(5, 3, 8)", "num_heads=2")
 
 
 def test_merge_heads_catches_view_after_transpose_on_contiguous_input(capsys):
@@ -491,6 +529,36 @@ def test_positional_encoding_names_a_rotation_backwards(capsys):
     checker_fails(
         check_positional_encoding, positions_backwards, capsys, "rotate backwards", "sin a cos w + cos a sin w"
     )
+
+
+def positions_in_place(sine_first):
+    """The exercise's recurrence on one row updated in place: the second value read the first's new value."""
+
+    def positions(length, d_model):
+        omega = 10000 ** (-torch.arange(0, d_model, 2) / d_model)  # (d/2,)
+        cos, sin = torch.cos(omega), torch.sin(omega)
+        pe = torch.zeros(length, d_model)
+        row = torch.zeros(d_model)
+        row[1::2] = 1.0
+        for pos in range(length):
+            pe[pos] = row
+            if sine_first:
+                row[0::2] = row[0::2] * cos + row[1::2] * sin
+                row[1::2] = row[1::2] * cos - row[0::2] * sin  # reads the new sine
+            else:
+                row[1::2] = row[1::2] * cos - row[0::2] * sin
+                row[0::2] = row[0::2] * cos + row[1::2] * sin  # reads the new cosine
+        return pe
+
+    return positions
+
+
+@pytest.mark.parametrize(
+    "sine_first, fragment",
+    [(True, "your cosine used the already-updated sine"), (False, "your sine used the already-updated cosine")],
+)
+def test_positional_encoding_names_a_value_updated_before_the_other_read_it(sine_first, fragment, capsys):
+    checker_fails(check_positional_encoding, positions_in_place(sine_first), capsys, fragment, "from the previous row")
 
 
 # ============================================================ causal mask

@@ -100,16 +100,17 @@ def _choice_problem(inputs, targets, case: Case) -> str | None:
     if not chosen.any():
         return "targets hold -100 everywhere: put the original id at every chosen position"
     if (chosen & ~maskable).any():
-        message = (
+        if torch.equal(targets[~maskable], ids[~maskable]):
+            return (
+                "targets hold the original id at positions that are not maskable "
+                "(padding or the [CLS] token), so they count as chosen\nhint: targets "
+                "must hold -100 at every position that was not chosen, also at the "
+                "padding and the [CLS] token"
+            )
+        return (
             "a position that is not maskable (padding or the [CLS] token) was "
             "chosen: choose among the positions where maskable is True"
         )
-        if torch.equal(targets[~maskable], ids[~maskable]):
-            message += (
-                "\nhint: targets must hold -100 at every position that was not "
-                "chosen, also at the padding and the [CLS] token"
-            )
-        return message
     if not torch.equal(targets[chosen], ids[chosen]):
         return (
             "targets at the chosen positions must be the original ids (what the "
@@ -342,21 +343,25 @@ def _running_cases() -> list[Case]:
 
 
 def _blockwise(q, k, v, block, mistake):
-    """The running softmax with one ``mistake``: ``"acc not rescaled"``,
-    ``"not divided"``, ``"inverted"`` (old sums times exp(m' - m), 0 on the first
-    block) or ``"short"`` (blocks one key short)."""
+    """The running softmax with one ``mistake``: ``"not rescaled"`` (neither old sum
+    times exp(m - m')), ``"l not rescaled"``, ``"acc not rescaled"``, ``"not divided"``,
+    ``"inverted"`` (old sums times exp(m' - m), 0 on the first block), ``"short"``
+    (blocks one key short) or ``"one m"`` (one maximum shared by all queries)."""
     m, l, acc = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
     size = block - 1 if mistake == "short" else block
     for start in range(0, len(k), block):
         scores = q @ k[start : start + size].T / np.sqrt(q.shape[1])
         new = np.maximum(m, scores.max(axis=1, keepdims=True))
+        if mistake == "one m":  # the largest score of every query so far, for all of them
+            new = np.full_like(m, max(m.max(), scores.max()))
         p = np.exp(scores - new)
         rescale = np.exp(m - new)
         if mistake == "inverted":
             finite = np.isfinite(m)
             rescale = np.where(finite, np.exp(new - np.where(finite, m, 0.0)), 0.0)
-        l = l * rescale + p.sum(axis=1, keepdims=True)
-        acc_rescale = 1.0 if mistake == "acc not rescaled" else rescale
+        l_rescale = 1.0 if mistake in ("not rescaled", "l not rescaled") else rescale
+        l = l * l_rescale + p.sum(axis=1, keepdims=True)
+        acc_rescale = 1.0 if mistake in ("not rescaled", "acc not rescaled") else rescale
         acc = acc * acc_rescale + p @ v[start : start + size]
         m = new
     return acc if mistake == "not divided" else acc / l
@@ -367,6 +372,17 @@ def _running_mistakes(q, k, v, block) -> list:
     d_k = q.shape[1]
     end = len(k) // block * block  # where a loop without the short last block stops
     return [
+        (
+            _blockwise(q, k, v, block, "not rescaled"),
+            "the old sums were computed relative to the old maximum: when a block raises the "
+            "maximum from m to m', multiply the old l and acc by exp(m - m') before adding the "
+            "block's terms",
+        ),
+        (
+            _blockwise(q, k, v, block, "l not rescaled"),
+            "the weighted sum of values is rescaled when the maximum grows, but the sum l is "
+            "not: multiply l by exp(m - m') too",
+        ),
         (
             _blockwise(q, k, v, block, "acc not rescaled"),
             "the sum l is rescaled when the maximum grows, but the weighted sum of values "
@@ -416,6 +432,14 @@ def _compare_running(got, case: Case) -> str | None:
                 "exp(x - m) is inf (and 0 · inf or inf / inf is NaN): subtract the "
                 "new maximum, exp(scores - m'), and multiply the old sums by "
                 "exp(m - m'), which is 0 on the first block, not by exp(m' - m)"
+            )
+        with np.errstate(all="ignore"):  # one m for all queries: l = 0 for some, 0 / 0
+            shared = _blockwise(*case.args, "one m")
+        if np.allclose(got, shared, atol=1e-6, equal_nan=True):
+            return (
+                f"{problem}\nhint: one maximum for all queries: a query whose scores lie far "
+                "below it gets exp(s - m) = 0 for every key, so l = 0 and a / l is NaN; keep one "
+                "m per query, shape (L_q, 1): s.max(axis=1, keepdims=True)"
             )
         return (
             f"{problem}\nhint: exp overflowed: subtract the running maximum before exp, and when a block "
