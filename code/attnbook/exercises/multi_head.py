@@ -187,6 +187,11 @@ def _merge_mistakes(x: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
             "the heads are in reverse order: head 0's d_head features come first, then head 1's, ...",
         ),
         (
+            torch.cat(x.split(1, dim=1), dim=-1),
+            "heads.split(1, dim=1) (or chunk) keeps a head axis of size 1 in every piece, and the cat "
+            "keeps it too: index heads[:, i] for i in range(H), or use heads.unbind(1), which drop it",
+        ),
+        (
             x.reshape(batch, length, d_model),
             "a reshape straight from (B, H, T, d_head) to (B, T, d_model) mixes heads and "
             "positions: transpose(1, 2) to (B, T, H, d_head) first, then reshape",
