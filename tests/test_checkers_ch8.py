@@ -91,10 +91,27 @@ def rope_exponent_i(x, p):
     return torch.stack([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], -1).flatten(-2)
 
 
+def rope_exponent_4i(x, p):  # the 2 of 2i counted twice: arange(0, d, 2) already holds it
+    d = x.shape[-1]
+    theta = 10000.0 ** (-2 * torch.arange(0, d, 2).float() / d)
+    angle = p.float()[:, None] * theta
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], -1).flatten(-2)
+
+
+def rope_no_new_axis(x, p):  # angle = positions * theta: (T,) times (d/2,), no [:, None]
+    d = x.shape[-1]
+    angle = p.float() * 10000.0 ** (-torch.arange(0, d, 2).float() / d)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], -1).flatten(-2)
+
+
 @pytest.mark.parametrize(
     "wrong, fragment",
     [
         (rope_wrong_sign, "turns the wrong way"),
+        (rope_exponent_4i, "already counts 2i; don't multiply by 2 again"),
+        (rope_no_new_axis, "angle must be (T, d/2)"),  # d = 2: output (..., T, T·d), no error
         (rope_halves, "rotate half"),
         (rope_concatenated, "interleave them"),
         (rope_base_1000, "the base is 10000"),
@@ -109,6 +126,13 @@ def rope_exponent_i(x, p):
 )
 def test_apply_rope_rejects_wrong_solutions(wrong, fragment, capsys):
     checker_fails(check_apply_rope, wrong, capsys, fragment)
+
+
+def test_apply_rope_hints_the_missing_new_axis_on_a_broadcast_error(capsys):
+    def no_new_axis_past_d_2(x, p):  # d = 2 right, so that case 2 raises: (5,) times (4,)
+        return rope_stack(x, p) if x.shape[-1] == 2 else rope_no_new_axis(x, p)
+
+    checker_fails(check_apply_rope, no_new_axis_past_d_2, capsys, "RuntimeError", "positions[:, None] * theta")
 
 
 # ============================================================ rms_norm

@@ -63,8 +63,9 @@ def _rope_cases() -> list[Case]:
 
 def _rope_by_hand(x, positions, base=10000.0, sign=1.0, exponent="pair", shift=0):
     d = x.size(-1)
-    i = torch.arange(0, d, 2, dtype=torch.float64)
-    theta = base ** (-(i if exponent == "pair" else i / 2) / d)  # "i": base^(-i/d) with i counting pairs
+    i = torch.arange(0, d, 2, dtype=torch.float64)  # 2i: 0, 2, 4, ...
+    # "i": base^(-i/d) with i counting pairs; "4i": the 2 of 2i counted twice, base^(-2 · 2i/d)
+    theta = base ** (-{"pair": 1.0, "i": 0.5, "4i": 2.0}[exponent] * i / d)
     angles = (positions.double() + shift).unsqueeze(-1) * theta  # (T, d/2)
     cos, sin = angles.cos(), sign * angles.sin()
     even, odd = x[..., 0::2].double(), x[..., 1::2].double()
@@ -96,6 +97,11 @@ def _rope_mistakes(case: Case):
             _rope_by_hand(x, positions, exponent="i"),
             "the exponent is −2i/d for pair i (torch.arange(0, d, 2) / d), not −i/d",
         ),
+        (
+            _rope_by_hand(x, positions, exponent="4i"),
+            "torch.arange(0, d, 2) already counts 2i; don't multiply by 2 again: "
+            "θ_i = 10000^(−torch.arange(0, d, 2) / d)",
+        ),
         (_rope_by_hand(x, positions, shift=1), "positions count from the ones given: rotate by positions, not +1"),
         (
             _rope_by_hand(x, torch.arange(positions.numel())),
@@ -106,10 +112,27 @@ def _rope_mistakes(case: Case):
     ]
 
 
+_ANGLE_HINT = "angle must be (T, d/2), one angle per position and pair: positions[:, None] * theta"
+
+
+def _compare_rope(got, case: Case) -> str | None:
+    problem = _hinted(got, case, _rope_mistakes)
+    got, (x, _) = as_tensor(got), case.args
+    T, d = x.shape[-2:]
+    if problem and isinstance(got, torch.Tensor) and tuple(got.shape) == (*x.shape[:-1], T * d):
+        return f"{problem}\nhint: {_ANGLE_HINT}"  # (T,) times (d/2,) broadcast to (T, T), then flattened
+    return problem
+
+
+def _rope_error_hint(problem: str, case: Case) -> str:
+    return _ANGLE_HINT if is_shape_error(problem) and "must match the size of tensor" in problem else ""
+
+
 @checker(
     "rotary positions",
     _rope_cases,
-    lambda got, case: _hinted(got, case, _rope_mistakes),
+    _compare_rope,
+    error_hint=_rope_error_hint,
     summary="d from 2 to 16, positions from 0 and from 3 and 7, extra leading axes",
 )
 def check_apply_rope(fn) -> bool:
