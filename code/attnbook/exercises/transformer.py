@@ -51,6 +51,24 @@ def _interleaved(angles: torch.Tensor, even=torch.sin, odd=torch.cos) -> torch.T
     return out
 
 
+def _rotated_in_place(length: int, d_model: int, sine_first: bool) -> torch.Tensor:
+    """The exercise's recurrence with one slip: each row's second value is computed from the
+    first one's *new* value (a loop that updates the sines, or the cosines, in place)."""
+    omega = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d/2,)
+    cos, sin = torch.cos(omega), torch.sin(omega)
+    s, c = torch.zeros_like(omega), torch.ones_like(omega)  # PE(0): sin 0 and cos 0
+    out = torch.empty(length, d_model, dtype=torch.float64)
+    for pos in range(length):
+        out[pos, 0::2], out[pos, 1::2] = s, c
+        if sine_first:
+            s = s * cos + c * sin
+            c = c * cos - s * sin  # the new s
+        else:
+            c = c * cos - s * sin
+            s = s * cos + c * sin  # the new c
+    return out
+
+
 def _positional_mistakes(length: int, d_model: int) -> list[tuple[torch.Tensor, str]]:
     half = _angles(length, d_model)[:, 0::2]  # (L, d/2): one angle per pair
     return [
@@ -97,6 +115,16 @@ def _positional_mistakes(length: int, d_model: int) -> list[tuple[torch.Tensor, 
             "sin(a + w) = sin a cos w + cos a sin w and cos(a + w) = cos a cos w - sin a sin w",
         ),
         (_interleaved(_angles(length, d_model, first=1)), "positions count from 0: the first row is position 0"),
+        (
+            _rotated_in_place(length, d_model, sine_first=True),
+            "compute both new values from the previous row: your cosine used the already-updated sine "
+            "(keep the old sine, or assign both at once: s, c = s * cos_w + c * sin_w, c * cos_w - s * sin_w)",
+        ),
+        (
+            _rotated_in_place(length, d_model, sine_first=False),
+            "compute both new values from the previous row: your sine used the already-updated cosine "
+            "(keep the old cosine, or assign both at once: s, c = s * cos_w + c * sin_w, c * cos_w - s * sin_w)",
+        ),
         (
             _interleaved(_angles(length, d_model).T.contiguous()).T if length == d_model else None,
             "rows are positions and columns features",
