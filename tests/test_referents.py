@@ -124,3 +124,14 @@ def test_frozen_weights_cost_a_reader_whose_weights_move():
         outputs, _ = model(test)
     error = neighbours.copy_loss(outputs, neighbours.both_neighbours(test)).item()
     assert neighbours.frozen_weight_error(model, test) != pytest.approx(error, abs=1e-4)
+
+
+def test_frozen_reader_trains_only_its_read_out():
+    torch.manual_seed(0)
+    model = neighbours.NeighbourReader(1, torch.nn.Linear(8, 16), 16, d_model=16)
+    weights = torch.full((1, 1, 8, 8), 1 / 8)
+    frozen = neighbours.FrozenReader(model, weights)
+    trained = {name for name, _ in frozen.named_parameters()}
+    assert trained == {"readout.0.weight", "readout.0.bias", "readout.2.weight", "readout.2.bias"}
+    outputs, shown = frozen(torch.randn(3, 8, 8))
+    assert outputs.shape == (3, 8, 16) and shown.shape == (3, 1, 8, 8)
