@@ -456,7 +456,7 @@ def on_word_by_letter(model: nn.Module, examples: list[Example]) -> dict[str, fl
     """The mean weight on the right source word (``on_word`` of :func:`alignment_letters`), split
     into each target word's first letter (``on_word_first``: the letter that needs the source)
     and its other letters (``on_word_later``: the task's shortcut lets the decoder write them from
-    the letters before)."""
+    the letters before, once it knows the kind of word)."""
     letters = alignment_letters(model, examples)
     targets = [example.target for example in examples for t, c in enumerate(example.target) if c != " "]
     firsts = [letter["t"] == 0 or target[letter["t"] - 1] == " " for letter, target in zip(letters, targets)]
