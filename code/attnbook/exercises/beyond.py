@@ -344,10 +344,11 @@ def _running_cases() -> list[Case]:
 
 def _blockwise(q, k, v, block, mistake):
     """The running softmax with one ``mistake``: ``"not rescaled"`` (neither old sum
-    times exp(m - m')), ``"l not rescaled"``, ``"acc not rescaled"``, ``"not divided"``,
+    times exp(m - m')), ``"ell not rescaled"``, ``"a not rescaled"``, ``"not divided"``,
     ``"inverted"`` (old sums times exp(m' - m), 0 on the first block), ``"short"``
-    (blocks one key short) or ``"one m"`` (one maximum shared by all queries)."""
-    m, l, acc = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
+    (blocks one key short) or ``"one m"`` (one maximum shared by all queries). The names are
+    the chapter's: m, ell (ℓ) and a."""
+    m, ell, a = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
     size = block - 1 if mistake == "short" else block
     for start in range(0, len(k), block):
         scores = q @ k[start : start + size].T / np.sqrt(q.shape[1])
@@ -359,12 +360,12 @@ def _blockwise(q, k, v, block, mistake):
         if mistake == "inverted":
             finite = np.isfinite(m)
             rescale = np.where(finite, np.exp(new - np.where(finite, m, 0.0)), 0.0)
-        l_rescale = 1.0 if mistake in ("not rescaled", "l not rescaled") else rescale
-        l = l * l_rescale + p.sum(axis=1, keepdims=True)
-        acc_rescale = 1.0 if mistake in ("not rescaled", "acc not rescaled") else rescale
-        acc = acc * acc_rescale + p @ v[start : start + size]
+        ell_rescale = 1.0 if mistake in ("not rescaled", "ell not rescaled") else rescale
+        ell = ell * ell_rescale + p.sum(axis=1, keepdims=True)
+        a_rescale = 1.0 if mistake in ("not rescaled", "a not rescaled") else rescale
+        a = a * a_rescale + p @ v[start : start + size]
         m = new
-    return acc if mistake == "not divided" else acc / l
+    return a if mistake == "not divided" else a / ell
 
 
 def _running_mistakes(q, k, v, block) -> list:
@@ -375,23 +376,23 @@ def _running_mistakes(q, k, v, block) -> list:
         (
             _blockwise(q, k, v, block, "not rescaled"),
             "the old sums were computed relative to the old maximum: when a block raises the "
-            "maximum from m to m', multiply the old l and acc by exp(m - m') before adding the "
+            "maximum from m to m', multiply the old ell and a by exp(m - m') before adding the "
             "block's terms",
         ),
         (
-            _blockwise(q, k, v, block, "l not rescaled"),
-            "the weighted sum of values is rescaled when the maximum grows, but the sum l is "
-            "not: multiply l by exp(m - m') too",
+            _blockwise(q, k, v, block, "ell not rescaled"),
+            "the weighted sum of values a is rescaled when the maximum grows, but the sum ell "
+            "is not: multiply ell by exp(m - m') too",
         ),
         (
-            _blockwise(q, k, v, block, "acc not rescaled"),
-            "the sum l is rescaled when the maximum grows, but the weighted sum of values "
-            "is not: multiply acc by exp(m - m') too",
+            _blockwise(q, k, v, block, "a not rescaled"),
+            "the sum ell is rescaled when the maximum grows, but the weighted sum of values a "
+            "is not: multiply a by exp(m - m') too",
         ),
-        (_blockwise(q, k, v, block, "not divided"), "divide the weighted sum of values by l at the end"),
+        (_blockwise(q, k, v, block, "not divided"), "divide the weighted sum of values a by ell at the end"),
         (
             scaled_dot_product_attention(q, k[-block:], v[-block:])[0] if block < len(k) else None,
-            "this is attention to the last block only: carry m, l and acc from block to block",
+            "this is attention to the last block only: carry m, ell and a from block to block",
         ),
         (
             scaled_dot_product_attention(q * np.sqrt(q.shape[1]), k, v)[0],
@@ -404,7 +405,7 @@ def _running_mistakes(q, k, v, block) -> list:
         (
             _blockwise(q, k, v, block, "inverted"),
             "when a block raises the maximum from m to m', the old sums shrink: multiply "
-            "l and acc by exp(m - m'), not exp(m' - m)",
+            "ell and a by exp(m - m'), not exp(m' - m)",
         ),
         (
             _blockwise(q, k, v, block, "short") if block > 1 else None,
@@ -433,12 +434,12 @@ def _compare_running(got, case: Case) -> str | None:
                 "new maximum, exp(scores - m'), and multiply the old sums by "
                 "exp(m - m'), which is 0 on the first block, not by exp(m' - m)"
             )
-        with np.errstate(all="ignore"):  # one m for all queries: l = 0 for some, 0 / 0
+        with np.errstate(all="ignore"):  # one m for all queries: ell = 0 for some, 0 / 0
             shared = _blockwise(*case.args, "one m")
         if np.allclose(got, shared, atol=1e-6, equal_nan=True):
             return (
                 f"{problem}\nhint: one maximum for all queries: a query whose scores lie far "
-                "below it gets exp(s - m) = 0 for every key, so l = 0 and a / l is NaN; keep one "
+                "below it gets exp(s - m) = 0 for every key, so ell = 0 and a / ell is NaN; keep one "
                 "m per query, shape (L_q, 1): s.max(axis=1, keepdims=True)"
             )
         return (
