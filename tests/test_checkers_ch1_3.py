@@ -565,7 +565,7 @@ MS_WRONG = [
         ms_index_not_expanded,  # defect: no hint before
         ["raised IndexError", "expand it first, mask.expand_as(scores)", "case 2 of 5"],
     ),
-    (ms_in_place, ["changed its input `scores` in place"]),
+    (ms_in_place, ["changed its input `scores` in place", "scores.masked_fill(~mask, ...)"]),
     (lambda s, m: m, ["must be floats"]),
     (lambda s, m: ms_fill(s, m).sum(-1), ["you summed over the last dimension"]),
     (lambda s, m: ms_fill(s, m).numpy(), ["weights is a NumPy array", "torch tensor"]),
@@ -577,6 +577,12 @@ MS_WRONG = [
 @pytest.mark.parametrize(("wrong", "fragments"), MS_WRONG)
 def test_masked_softmax_names_the_mistake(wrong, fragments, capsys):
     checker_fails(check_masked_softmax, wrong, capsys, *fragments)
+
+
+def test_masked_softmax_in_place_advice_fits_the_exercise(capsys):
+    """Changing scores in place: the advice is masked_fill or a clone, not torch.cat."""
+    out = checker_fails(check_masked_softmax, ms_in_place, capsys, "masked_fill_", ".clone()")
+    assert "torch.cat" not in out, out
 
 
 # =================================================== chapter 2: additive attention
@@ -674,6 +680,12 @@ def aa_changes_mask(query, keys, W_q, W_k, v, mask):
     return aa_vectorised(query, keys, W_q, W_k, v, mask)
 
 
+def aa_context_unsqueeze_1(query, keys, W_q, W_k, v, mask):
+    """The context with the weights unsqueezed in the wrong place: (B, 1, L) * (B, L, d_k)."""
+    weights = aa_vectorised(query, keys, W_q, W_k, v, mask)[1]
+    return (weights.unsqueeze(1) * keys).sum(1), weights
+
+
 def aa_crashes_on_none(query, keys, W_q, W_k, v, mask):
     scores = torch.tanh((query @ W_q.T).unsqueeze(1) + keys @ W_k.T) @ v
     weights = ms_fill(scores, mask)
@@ -721,6 +733,20 @@ AA_WRONG = [
 @pytest.mark.parametrize(("wrong", "fragments"), AA_WRONG)
 def test_additive_attention_names_the_mistake(wrong, fragments, capsys):
     checker_fails(check_additive_attention, wrong, capsys, *fragments)
+
+
+def test_additive_attention_shape_hint_follows_the_error(capsys):
+    """A context whose shapes do not fit gets the context's hint, not the scores' (learner
+    review, round 13): the error names L and d_k, which meet only in the context."""
+    out = checker_fails(
+        check_additive_attention,
+        aa_context_unsqueeze_1,
+        capsys,
+        "raised RuntimeError",
+        "check the shapes of the context",
+        "(weights.unsqueeze(-1) * keys).sum(dim=1)",
+    )
+    assert "query @ W_q.T" not in out, out
 
 
 # ================================================= chapter 2: Bahdanau decoder step

@@ -25,6 +25,7 @@ from attnbook.exercises._checking import (
     compare,
     first_leak,
     first_problem,
+    is_shape_error,
     mistake_hint,
     named_tensors,
     non_finite_problem,
@@ -86,8 +87,15 @@ def _softmax_case(scores, mask, mask_text: str, fully_masked=(), large=False) ->
         args=(scores, mask),
         arg_names=("scores", "mask"),
         expected=masked_softmax(scores, mask),
-        info={"fully_masked": list(fully_masked), "large": large},
+        info={"fully_masked": list(fully_masked), "large": large, "in_place_advice": _SOFTMAX_IN_PLACE},
     )
+
+
+#: What to do instead of changing ``scores`` in place (masked_fill_, scores[~mask] = ...).
+_SOFTMAX_IN_PLACE = (
+    "use scores.masked_fill(~mask, ...), which returns a new tensor (masked_fill_ and "
+    "scores[~mask] = ... write into scores), or work on a .clone()"
+)
 
 
 def _rounded(tensor: torch.Tensor) -> list:
@@ -434,9 +442,20 @@ def _additive_shape_hint(context_shape, weights_shape, info) -> str:
 
 
 def _additive_error_hint(problem: str, case: Case) -> str:
-    """A hint for an exception raised with ``mask=None`` ("" if no guess)."""
+    """A hint for an exception raised with ``mask=None``, or by a context whose shapes do not
+    fit ("" if no guess: the checker's shape hint, about the scores, follows)."""
     if case.args[5] is None and "NoneType" in problem:
         return "mask may be None, which means no masking: apply it only `if mask is not None`"
+    info = case.info
+    # "The size of tensor a (5) must match the size of tensor b (6)": the weights' L met the
+    # keys' d_k, so it came from the context (every case has L != d_k)
+    sizes = sorted(int(size) for size in re.findall(r"size of tensor [ab] \((\d+)\)", problem))
+    if is_shape_error(problem) and sizes == sorted((info["L"], info["d_k"])):
+        return (
+            "check the shapes of the context: weights (B, L) = ({B}, {L}) and keys (B, L, d_k) = "
+            "({B}, {L}, {d_k}) meet over the L keys, so the weights' L must line up with the keys' L: "
+            "(weights.unsqueeze(-1) * keys).sum(dim=1), or (weights.unsqueeze(1) @ keys).squeeze(1)"
+        ).format(**info)
     return ""
 
 
@@ -447,7 +466,8 @@ def _additive_error_hint(problem: str, case: Case) -> str:
     error_hint=_additive_error_hint,
     shape_hint="query (B, d_q) = ({B}, {d_q}), W_q (N, d_q) = ({N}, {d_q}) and W_k (N, d_k) = ({N}, {d_k}) are "
     "stored (out, in) like nn.Linear.weight, so W_q q for the batch is query @ W_q.T (B, N), W_k k_j "
-    "for all keys is keys @ W_k.T (B, L, N), and the two add after query_part.unsqueeze(1)",
+    "for all keys is keys @ W_k.T (B, L, N), and the two add after query_part.unsqueeze(1); the context "
+    "(B, d_k) is (weights.unsqueeze(-1) * keys).sum(dim=1), or (weights.unsqueeze(1) @ keys).squeeze(1)",
     summary="unequal B, L, d_q, d_k, N; padding masks; mask=None; a batch of one; a fully masked row",
 )
 def check_additive_attention(fn) -> bool:
