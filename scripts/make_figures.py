@@ -630,14 +630,14 @@ def draw_two_blocks(path: Path) -> None:
     width, changed = 3.8, "#c0392b"
     old = [
         ("LayerNorm", "#f2f2f2", 0.5),
-        ("masked multi-head attention\n(4 heads, each its own keys, values)", "#fde9c9", 0.8),
+        ("masked multi-head attention\n(4 heads, own keys and values)", "#fde9c9", 0.8),
         ("LayerNorm", "#f2f2f2", 0.5),
         ("ReLU feed-forward (2 matrices)", "#e3f1dc", 0.6),
     ]
     new = [
         ("RMSNorm", "#f2f2f2", 0.5),
         (
-            "masked grouped-query attention\n(4 query heads, 2 key/value heads;\nq, k rotated by position)",
+            "masked grouped-query attention\n(4 query heads, 2 kv heads;\nq, k rotated by position)",
             "#fde9c9",
             0.95,
         ),

@@ -169,6 +169,8 @@ def test_rms_norm_accepts_correct_solutions(solution, capsys):
         (lambda x: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + 1e-6), "eps goes inside the root"),
         (lambda x: x / x.pow(2).mean(-1, keepdim=True).sqrt(), "add eps = 1e-6 inside the root"),
         (lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5), "eps is 1e-6"),
+        (lambda x: torch.nn.RMSNorm(x.shape[-1])(x), "machine epsilon"),  # its default eps
+        (lambda x: torch.nn.functional.rms_norm(x, (x.shape[-1],)), "pass eps=1e-6"),
         (lambda x: x / torch.sqrt(x.pow(2).mean(-1) + 1e-6), "keepdim=True"),  # fails to broadcast
     ],
 )
@@ -332,6 +334,16 @@ def test_grouped_attention_names_a_softmax_over_the_rows_of_a_group(capsys):
         return (torch.softmax(q @ k.transpose(-2, -1) / d**0.5, -2) @ v).reshape(B, H, T, d)
 
     checker_fails(check_grouped_attention, rows_softmax, capsys, "softmax ran over dim -2", "dim=-1")
+
+
+def test_grouped_attention_names_a_missing_last_reshape(capsys):
+    def not_reshaped_back(q, k, v):  # the solution without its last reshape
+        B, H, T, d = q.shape
+        G = k.size(1)
+        q = q.reshape(B, G, H // G * T, d)
+        return torch.softmax(q @ k.transpose(-2, -1) / d**0.5, dim=-1) @ v  # (B, G, H/G·T, d)
+
+    checker_fails(check_grouped_attention, not_reshaped_back, capsys, "last reshape is missing", "(B, H, T, d)")
 
 
 def test_grouped_attention_names_the_order_of_repeat(capsys):

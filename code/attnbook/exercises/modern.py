@@ -217,6 +217,11 @@ def _rms_mistakes(case: Case):
             "eps is 1e-6 in this exercise (Llama 3's configuration uses 1e-5; the exercise does not)",
         ),
         (
+            x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + torch.finfo(case.args[0].dtype).eps),
+            "eps is 1e-6 here; torch.nn.RMSNorm and F.rms_norm without eps use the dtype's machine epsilon "
+            "(about 1.2e-7 for float32): pass eps=1e-6",
+        ),
+        (
             x / torch.sqrt(x.pow(2).mean(-1, keepdim=True)),
             "add eps = 1e-6 inside the root, sqrt(mean(x²) + 1e-6): on rows as small as these, where mean(x²) is "
             "about eps itself, it changes the result",
@@ -386,6 +391,11 @@ def _compare_grouped(got, case: Case) -> str | None:
         return (
             f"{problem}\nhint: the groups were not merged back: reshape the (B, G, H // G, T, d) result "
             "to (B, H, T, d), query head h = g · (H / G) + i"
+        )
+    if G != H and tuple(got.shape) == (B, G, H // G * T, d):
+        return (
+            f"{problem}\nhint: the last reshape is missing: the (B, G, (H // G) * T, d) result holds each group's "
+            "query heads one after another as rows; reshape it back to (B, H, T, d)"
         )
     if got.shape != case.expected.shape:
         return problem
