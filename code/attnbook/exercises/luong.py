@@ -135,7 +135,7 @@ def _general_mistake(got, h_t, h_s, W_a, batch: int) -> str:
     if h_s.shape[-1] == d and (close(got, right / math.sqrt(d)) or close(got, transposed / math.sqrt(d))):
         return (
             f"the scores were divided by √d = √{d}; Luong's general score has no scaling (the "
-            "scaled dot product comes with the Transformer, chapter 4)"
+            "scaled dot product comes with self-attention, Chapter 4)"
         )
     if batch > 1:
         return _mixed_rows_hint(got, _cross_scores(h_t, h_s, W_a), batch)
