@@ -599,6 +599,20 @@ def test_causal_mask_rejects_wrong_solutions(wrong, fragment, capsys):
 
 
 @pytest.mark.parametrize(
+    "wrong, fragments",
+    [
+        (lambda n: np.arange(n)[:, None] >= np.arange(n), ("its values are right", "torch.from_numpy(...)")),
+        (lambda n: np.ones((n, n), dtype=bool), ("expected a torch tensor", "torch.from_numpy(...)")),
+    ],
+)
+def test_causal_mask_hints_how_to_turn_a_numpy_array_into_a_tensor(wrong, fragments, capsys):
+    """check_positional_encoding accepts NumPy; the mask must be a tensor, and the hint says how."""
+    out = checker_fails(check_causal_mask, wrong, capsys, *fragments)
+    if "its values are right" not in fragments:
+        assert "its values are right" not in out, out
+
+
+@pytest.mark.parametrize(
     "wrong",
     [
         lambda n: torch.ones(n, n, dtype=torch.bool).tril(1),

@@ -7,6 +7,7 @@ Import them from :mod:`attnbook.exercises`; how a checker reports is described t
 The references are :func:`attnbook.transformer.sinusoidal_positions` and :func:`attnbook.transformer.causal_mask`.
 """
 
+import numpy as np
 import torch
 
 from attnbook.exercises._checking import Case, as_tensor, checker, close, compare
@@ -184,6 +185,12 @@ def _causal_cases() -> list[Case]:
 
 def _compare_causal(got, case: Case) -> str | None:
     problem = compare(got, case.expected, "the mask")
+    if problem is not None and isinstance(got, np.ndarray):
+        right = got.dtype == bool and np.array_equal(got, case.expected.numpy())
+        return (
+            f"{problem}\nhint: {'its values are right, but ' if right else ''}the course's masks are torch "
+            "tensors: convert it with torch.from_numpy(...), or build it with torch.arange"
+        )
     if problem is None or not isinstance(got, torch.Tensor) or got.shape != case.expected.shape:
         return problem
     if got.dtype != torch.bool:
