@@ -368,15 +368,15 @@ def last_block_only(q, k, v, block_size):
         (no_maximum, "exp overflowed"),
         (
             lambda q, k, v, b: __import__("attnbook.exercises.beyond", fromlist=["_"])._blockwise(
-                q, k, v, b, "acc not rescaled"
+                q, k, v, b, "a not rescaled"
             ),
-            "multiply acc by exp(m - m')",
+            "multiply a by exp(m - m') too",
         ),
         (
             lambda q, k, v, b: __import__("attnbook.exercises.beyond", fromlist=["_"])._blockwise(
                 q, k, v, b, "not divided"
             ),
-            "divide the weighted sum of values by l",
+            "divide the weighted sum of values a by ell",
         ),
         (last_block_only, "attention to the last block only"),
         (lambda q, k, v, b: numpy_attention.scaled_dot_product_attention(q * np.sqrt(q.shape[1]), k, v)[0], "√d_k"),
