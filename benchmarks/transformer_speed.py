@@ -21,7 +21,9 @@ load average before and after and the session's priority, so a busy run shows.
 
 1. training: each model trained with its own recipe (Chapter 2's Adam with clipping; the
    paper's Adam and warm-up, no clipping) over the same STEPS batches of 32 dates; both optimizers
-   use torch's foreach implementation, so the update's implementation is the same for both.
+   use torch's foreach implementation, so the update's implementation is the same for both. A third
+   contestant, "Transformer, default Adam", is the Transformer as the duel's records train it:
+   the same recipe with torch's default Adam, which on a CPU updates one tensor at a time.
 2. lengths: one forward + backward pass of the cross-entropy on a batch of 32 random
    sequences, source length n and target length n + 1, for n in LENGTHS.
 3. decoding: the chapter's Transformer trained as there (two passes) decodes the 1 000 test
@@ -71,14 +73,15 @@ def transformer(vocabs):
     )
 
 
-def transformer_optimizer(model):
+def transformer_optimizer(model, foreach=True):
     """The chapter's recipe: the paper's Adam and warm-up schedule, peak 3e-3 after 100 steps.
 
     ``foreach=True``, as Bahdanau's optimizer here: both models' updates use the same implementation
     (on a CPU torch's default updates one parameter tensor at a time, which costs the Transformer's
-    many small tensors more; the update is the same)."""
+    many small tensors more; the update is the same). ``foreach=False`` is that default, which the
+    duel's records and the chapter's Transformer train with."""
     optimizer = torch.optim.Adam(
-        model.parameters(), lr=3e-3 * math.sqrt(64 * 100), betas=(0.9, 0.98), eps=1e-9, foreach=True
+        model.parameters(), lr=3e-3 * math.sqrt(64 * 100), betas=(0.9, 0.98), eps=1e-9, foreach=foreach
     )
     return optimizer, warmup_schedule(optimizer, 64, 100)
 
@@ -86,12 +89,16 @@ def transformer_optimizer(model):
 def training(splits, vocabs) -> dict:
     """STEPS training steps of each model with its recipe, on the same batches."""
     batches = list(itertools.islice(data.Batches(splits.train, *vocabs, batch_size=32, shuffle=True, seed=0), STEPS))
-    rnn, attention_only = bahdanau(vocabs), transformer(vocabs)
+    rnn, attention_only, as_in_duel = bahdanau(vocabs), transformer(vocabs), transformer(vocabs)
     rnn_optimizer = torch.optim.Adam(rnn.parameters(), lr=5e-3, foreach=True)
     tf_optimizer, tf_scheduler = transformer_optimizer(attention_only)
+    duel_optimizer, duel_scheduler = transformer_optimizer(as_in_duel, foreach=False)
     steps = {
         "Bahdanau": lambda: train_epoch(rnn, batches, rnn_optimizer, clip=1.0),
         "Transformer": lambda: train_epoch(attention_only, batches, tf_optimizer, tf_scheduler, clip=None),
+        "Transformer, default Adam": lambda: train_epoch(
+            as_in_duel, batches, duel_optimizer, duel_scheduler, clip=None
+        ),
     }
     return dict(
         steps_per_call=STEPS,

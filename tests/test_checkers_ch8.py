@@ -265,26 +265,68 @@ def ga_numpy(q, k, v):
     return (weights / weights.sum(-1, keepdims=True) @ v).reshape(B, H, T, d)
 
 
-@pytest.mark.parametrize(
-    "solution",
-    [
-        ga_broadcast,
-        ga_einsum,
-        ga_copies,
-        ga_loops,
-        ga_numpy,
-        lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-    ],
-)
-def test_grouped_attention_accepts_correct_solutions(solution, capsys):
+def ga_rows(q, k, v):  # the chapter's solution: each group's query heads as the rows of one matrix
+    B, H, T, d = q.shape
+    G = k.size(1)
+    q = q.reshape(B, G, H // G * T, d)
+    out = torch.softmax(q @ k.transpose(-2, -1) / d**0.5, dim=-1) @ v  # (B, G, H/G·T, d)
+    return out.reshape(B, H, T, d)
+
+
+def ga_head_loop(q, k, v):  # one query head at a time, reading its key/value head as a view
+    H, G = q.shape[1], k.shape[1]
+    heads = [
+        torch.softmax(q[:, h] @ k[:, h // (H // G)].transpose(-2, -1) / q.shape[-1] ** 0.5, -1) @ v[:, h // (H // G)]
+        for h in range(H)
+    ]
+    return torch.stack(heads, dim=1)
+
+
+@pytest.mark.parametrize("solution", [ga_rows, ga_einsum, ga_loops, ga_head_loop, ga_numpy])
+def test_grouped_attention_accepts_correct_solutions_without_copies(solution, capsys):
     checker_passes(check_grouped_attention, solution, capsys)
 
 
+def ga_indexed(q, k, v):
+    kv_head = torch.arange(q.shape[1]) // (q.shape[1] // k.shape[1])
+    k, v = k[:, kv_head], v[:, kv_head]  # (B, H, S, d): a copy
+    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1) @ v
+
+
+def ga_cat(q, k, v):
+    r = q.shape[1] // k.shape[1]
+    k, v = (torch.cat([x[:, g : g + 1] for g in range(x.shape[1]) for _ in range(r)], dim=1) for x in (k, v))
+    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1) @ v
+
+
+def ga_expanded(q, k, v):
+    B, H, T, d = q.shape
+    G, S = k.shape[1:3]
+    k, v = (x[:, :, None].expand(B, G, H // G, S, d).reshape(B, H, S, d) for x in (k, v))
+    return torch.softmax(q @ k.transpose(-2, -1) / d**0.5, dim=-1) @ v
+
+
+@pytest.mark.parametrize(
+    "copying, op",
+    [(ga_broadcast, "clone"), (ga_copies, "clone"), (ga_indexed, "index"), (ga_cat, "cat"), (ga_expanded, "clone")],
+)
+def test_grouped_attention_names_a_copy_of_the_key_value_heads(copying, op, capsys):
+    checker_fails(
+        check_grouped_attention,
+        copying,
+        capsys,
+        f"the values are right, but k or v was copied: `{op}` made a tensor of shape",
+        "80 numbers, H / G = 2 times k's or v's (B, G, S, d) = (1, 2, 5, 4)",
+        "reshape q to (B, G, (H // G) * T, d)",
+        "case 1 of 5",
+    )
+
+
 def test_grouped_attention_prints_one_pass_line(capsys):
-    out = checker_passes(check_grouped_attention, ga_broadcast, capsys)
+    out = checker_passes(check_grouped_attention, ga_rows, capsys)
     assert out == (
         "✓ grouped-query attention without copies: all 5 cases passed (G = 1, 2, 3 key/value heads for 3 to 8 "
-        "query heads, G = H, S != T, one query (T = 1), d from 2 to 16).\n"
+        "query heads, G = H, S != T, one query (T = 1), d from 2 to 16; no copy of k or v).\n"
     )
 
 

@@ -126,6 +126,31 @@ def test_frozen_weights_cost_a_reader_whose_weights_move():
     assert neighbours.frozen_weight_error(model, test) != pytest.approx(error, abs=1e-4)
 
 
+def test_foreign_neighbours_change_nothing_when_every_sequence_is_the_same():
+    torch.manual_seed(0)
+    model = neighbours.NeighbourReader(2, torch.nn.Linear(8, 16), 16, d_model=16)
+    test = torch.randn(1, 8, 8).expand(20, -1, -1)  # the "next sequence" is the same one
+    with torch.no_grad():
+        outputs, _ = model(test)
+    error = neighbours.copy_loss(outputs, neighbours.both_neighbours(test)).item()
+    assert neighbours.foreign_neighbour_error(model, test) == pytest.approx(error, abs=1e-6)
+
+
+def test_foreign_neighbours_cost_a_reader_whose_weights_follow_the_neighbours():
+    torch.manual_seed(0)
+    model = neighbours.NeighbourReader(1, torch.nn.Linear(8, 16), 16, d_model=16)
+    test = torch.randn(50, 8, 8)
+    with torch.no_grad():
+        model.attention.q_proj.weight.mul_(20)  # sharp weights, moved by every key
+        outputs, _ = model(test)
+        error = neighbours.copy_loss(outputs, neighbours.both_neighbours(test)).item()
+        assert neighbours.foreign_neighbour_error(model, test) != pytest.approx(error, abs=1e-5)
+        model.attention.k_proj.weight.zero_()  # keys that ignore the inputs: the neighbours' keys do not matter
+        outputs, _ = model(test)
+    error = neighbours.copy_loss(outputs, neighbours.both_neighbours(test)).item()
+    assert neighbours.foreign_neighbour_error(model, test) == pytest.approx(error, abs=1e-6)
+
+
 def test_frozen_reader_trains_only_its_read_out():
     torch.manual_seed(0)
     model = neighbours.NeighbourReader(1, torch.nn.Linear(8, 16), 16, d_model=16)

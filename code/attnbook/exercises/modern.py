@@ -9,9 +9,11 @@ Import them from :mod:`attnbook.exercises`; how a checker reports is described t
 The references are in :mod:`attnbook.modern`.
 """
 
+import functools
 import math
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from attnbook.attention import scaled_dot_product_attention
 from attnbook.exercises._checking import (
@@ -23,6 +25,7 @@ from attnbook.exercises._checking import (
     compare,
     is_shape_error,
     is_view_error,
+    run_checks,
 )
 from attnbook.modern import apply_rope, apply_rope_halves, expand_kv_heads
 
@@ -405,28 +408,107 @@ def _compare_grouped(got, case: Case) -> str | None:
     return problem
 
 
-@checker(
-    "grouped-query attention without copies",
-    _grouped_cases,
-    _compare_grouped,
-    error_hint=lambda problem, case: VIEW_HINT if is_view_error(problem) else "",
-    shape_hint="q (B, H, T, d) = ({B}, {H}, {T}, {d}) and k, v (B, G, S, d) = ({B}, {G}, {S}, {d}) do not "
+class _OpsCalled(TorchDispatchMode):
+    """Record each operation a call runs: its name, whether its result is a view, and its shape."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        returns = func._schema.returns
+        view = bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+        for tensor in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(tensor, torch.Tensor):
+                self.calls.append((func.__name__.split(".")[0], view, tuple(tensor.shape)))
+        return out
+
+
+class _Watched:
+    """The learner's function, run under :class:`_OpsCalled`; ``calls`` holds the last call's operations."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, []
+
+    def __call__(self, *args, **kwargs):
+        with _OpsCalled() as ops:
+            try:
+                return self.fn(*args, **kwargs)
+            finally:
+                self.calls = ops.calls
+
+
+def _kv_copy(calls, case: Case) -> tuple[str, tuple] | None:
+    """The first operation that made a new tensor the size of k or v copied out to all H query heads."""
+    B, H, G, T, S, d = (case.info[name] for name in ("B", "H", "G", "T", "S", "d"))
+    if G == H or T in (S, d):  # nothing to copy, or a copy of q would look the same
+        return None
+    for name, view, shape in calls:
+        rest = list(shape)
+        if view or math.prod(shape) != B * H * S * d or S not in rest:
+            continue
+        rest.remove(S)
+        if d in rest:  # a new (…, S, …, d, …) tensor of B·H·S·d numbers
+            return name, shape
+    return None
+
+
+def _compare_grouped_without_copies(watched: _Watched, got, case: Case) -> str | None:
+    problem = _compare_grouped(got, case)
+    copy = None if problem is not None else _kv_copy(watched.calls, case)
+    if copy is None:
+        return problem
+    op, shape = copy
+    B, H, G, S, d = (case.info[key] for key in ("B", "H", "G", "S", "d"))
+    return (
+        f"the values are right, but k or v was copied: `{op}` made a tensor of shape {shape}, "
+        f"{B * H * S * d} numbers, H / G = {H // G} times k's or v's (B, G, S, d) = {(B, G, S, d)}\n"
+        "hint: repeat, repeat_interleave, indexing by head, cat and expand(...).reshape all copy k and v out "
+        "to the H query heads, and so does broadcasting them as (B, G, 1, S, d), since matmul copies a "
+        "broadcast batch axis out to full size; reshape q to (B, G, (H // G) * T, d) instead, so that "
+        "q @ kᵀ with k as it is, (B, G, S, d), batches over (B, G)"
+    )
+
+
+_GROUPED_TITLE = "grouped-query attention without copies"
+_GROUPED_SHAPE_HINT = (
+    "q (B, H, T, d) = ({B}, {H}, {T}, {d}) and k, v (B, G, S, d) = ({B}, {G}, {S}, {d}) do not "
     "line up over the heads: reshape q to (B, G, (H // G) * T, d), each group's query heads one after another as "
     "rows, so that q @ kᵀ with k as it is pairs them with their key/value head (giving k, v an axis of size 1 "
-    "instead would broadcast them, and matmul copies a broadcast axis)",
-    summary="G = 1, 2, 3 key/value heads for 3 to 8 query heads, G = H, S != T, one query (T = 1), d from 2 to 16",
+    "instead would broadcast them, and matmul copies a broadcast axis)"
 )
+_GROUPED_SUMMARY = (
+    "G = 1, 2, 3 key/value heads for 3 to 8 query heads, G = H, S != T, one query (T = 1), d from 2 to 16; "
+    "no copy of k or v"
+)
+
+
 def check_grouped_attention(fn) -> bool:
     """Check ``fn(q, k, v) -> out``: grouped-query attention without a mask, query head ``h`` attending with
-    key/value head ``g = h // (H / G)``: ``out_h = softmax(q_h k_gᵀ / √d) v_g``, the softmax over the keys.
+    key/value head ``g = h // (H / G)``: ``out_h = softmax(q_h k_gᵀ / √d) v_g``, the softmax over the keys,
+    without copying ``k`` or ``v`` out to the ``H`` query heads.
 
-    The exercise asks for no copies of the key/value heads (reshape ``q`` to ``(B, G, (H // G) * T, d)``, so
-    that ``q @ kᵀ`` batches over ``(B, G)`` with ``k`` and ``v`` as they are; broadcasting ``k`` and ``v`` as
-    ``(B, G, 1, S, d)`` would not do, since ``torch.matmul`` copies a broadcast batch axis), but the checker
-    judges only the values: a solution that copies them (``repeat_interleave``, broadcasting) passes too.
+    The values are compared first; then the operations ``fn`` ran (recorded with a ``TorchDispatchMode``)
+    must not include one that makes a new tensor the size of ``k`` or ``v`` copied out to ``H`` heads:
+    ``repeat``, ``repeat_interleave``, indexing by head, ``cat``, or broadcasting ``k`` and ``v`` as
+    ``(B, G, 1, S, d)`` (``torch.matmul`` copies a broadcast batch axis). Views, such as reshaping ``q`` to
+    ``(B, G, (H // G) * T, d)`` so that ``q @ kᵀ`` batches over ``(B, G)``, are free. A NumPy solution is
+    judged on its values only (its operations are not PyTorch's).
 
     Shapes:
         q ``(B, H, T, d)``, k and v ``(B, G, S, d)``, ``H`` divisible by ``G`` -> ``(B, H, T, d)``.
 
     Returns True if every case passed.
     """
+    watched = _Watched(fn) if callable(fn) else fn
+    return run_checks(
+        _GROUPED_TITLE,
+        watched,
+        _grouped_cases,
+        functools.partial(_compare_grouped_without_copies, watched),
+        "check_grouped_attention",
+        _GROUPED_SUMMARY,
+        lambda problem, case: VIEW_HINT if is_view_error(problem) else "",
+        _GROUPED_SHAPE_HINT,
+    )
