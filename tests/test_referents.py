@@ -160,3 +160,19 @@ def test_frozen_reader_trains_only_its_read_out():
     assert trained == {"readout.0.weight", "readout.0.bias", "readout.2.weight", "readout.2.bias"}
     outputs, shown = frozen(torch.randn(3, 8, 8))
     assert outputs.shape == (3, 8, 16) and shown.shape == (3, 1, 8, 8)
+
+
+def test_frozen_reader_with_foreign_neighbours_moves_its_weights_with_the_rest():
+    torch.manual_seed(0)
+    model = neighbours.NeighbourReader(1, torch.nn.Linear(8, 16), 16, d_model=16)
+    inputs = torch.randn(3, 8, 8)
+    _, shown = neighbours.FrozenReader(model, None)(inputs)  # (3, 1, 8, 8)
+    with torch.no_grad():
+        _, trained = model(inputs)
+        changed = inputs.clone()
+        changed[1, 2] = torch.randn(8)  # sequence 1's position 2: a neighbour of queries 1 and 3
+        _, again = neighbours.FrozenReader(model, None)(changed)
+    assert shown.shape == (3, 1, 8, 8) and not torch.allclose(shown, trained)
+    assert torch.allclose(again[1, :, [1, 3]], shown[1, :, [1, 3]])  # not with its neighbours' numbers
+    assert not torch.allclose(again[1, :, 5], shown[1, :, 5])  # but with the other positions'
+    assert not torch.allclose(again[2, :, [1, 3]], shown[2, :, [1, 3]])  # the next sequence borrows them

@@ -178,34 +178,42 @@ def frozen_weight_error(model: NeighbourReader, test: Tensor) -> float:
         return copy_loss(model.readout(_mixed(model, x, fixed)), both_neighbours(test)).item()
 
 
-def foreign_neighbour_error(model: NeighbourReader, test: Tensor) -> float:
-    """The held-out error of a trained reader whose scores on each position's two neighbours use the keys
-    of *another* test sequence (the next one) at those positions; nothing is retrained.
-
-    The weights may still move with the query's own numbers and with every other position, which the floor
-    allows, but no longer with the two neighbours' numbers (its assumption 2); the values are the true ones.
-    A gain below the floor that survives this does not come from breaking assumption 2. test ``(N, T, m)``."""
+def _foreign_weights(model: NeighbourReader, x: Tensor) -> Tensor:
+    """The reader's attention weights with each position's two neighbours scored by the keys of *another*
+    sequence (the previous one in ``x``) at those positions: weights that may still move with the query's
+    own numbers and with every other position, but not with the two neighbours' numbers.
+    x ``(N, T, d_model)`` -> ``(N, H, T, T)``."""
     attention = model.attention
+    q = split_heads(attention.q_proj(x), attention.num_heads)  # (N, H, T, d_head)
+    k = split_heads(attention.k_proj(x), attention.num_heads)
+    k_other = split_heads(attention.k_proj(x.roll(1, dims=0)), attention.num_heads)  # sequence n - 1's keys
+    t = torch.arange(x.size(1))
+    neighbour = (t[:, None] - t[None, :]).abs() == 1  # (T, T): key s is query t's neighbour
+    scores = torch.where(neighbour, q @ k_other.transpose(-2, -1), q @ k.transpose(-2, -1))  # (N, H, T, T)
+    return torch.softmax(scores / q.size(-1) ** 0.5, dim=-1)
+
+
+def foreign_neighbour_error(model: NeighbourReader, test: Tensor) -> float:
+    """The held-out error of a trained reader whose weights are :func:`_foreign_weights` (each position's two
+    neighbours scored with another sequence's keys); the values are the true ones and nothing is retrained.
+
+    A head whose output uses weights that move with the neighbours' numbers (the floor's assumption 2)
+    loses that here, and its old read-out is also misled by weights that follow the wrong numbers.
+    test ``(N, T, m)``."""
     with torch.no_grad():
         x = model.embed(test) + model.position  # (N, T, d_model)
-        other = x.roll(1, dims=0)  # (N, T, d_model): sequence n - 1's numbers, the same positions
-        q = split_heads(attention.q_proj(x), attention.num_heads)  # (N, H, T, d_head)
-        k = split_heads(attention.k_proj(x), attention.num_heads)
-        k_other = split_heads(attention.k_proj(other), attention.num_heads)
-        t = torch.arange(x.size(1))
-        neighbour = (t[:, None] - t[None, :]).abs() == 1  # (T, T): key s is query t's neighbour
-        scores = torch.where(neighbour, q @ k_other.transpose(-2, -1), q @ k.transpose(-2, -1))  # (N, H, T, T)
-        weights = torch.softmax(scores / q.size(-1) ** 0.5, dim=-1)
-        return copy_loss(model.readout(_mixed(model, x, weights)), both_neighbours(test)).item()
+        outputs = model.readout(_mixed(model, x, _foreign_weights(model, x)))  # (N, T, 16)
+        return copy_loss(outputs, both_neighbours(test)).item()
 
 
 class FrozenReader(nn.Module):
     """A trained reader with its attention weights fixed at ``weights`` (one map per head, the same for
-    every input) and a fresh read-out; only the read-out has parameters to train.
+    every input) or, with ``weights=None``, computed with foreign neighbours (:func:`_foreign_weights`),
+    and a fresh read-out; only the read-out has parameters to train.
 
     Shapes: inputs ``(B, T, m)`` -> (outputs ``(B, T, n_outputs)``, weights ``(B, H, T, T)``)"""
 
-    def __init__(self, trained: NeighbourReader, weights: Tensor, n_outputs: int = 16) -> None:
+    def __init__(self, trained: NeighbourReader, weights: Tensor | None, n_outputs: int = 16) -> None:
         super().__init__()
         self.trained, self.weights = [trained], weights  # in a list: not a submodule, not trained
         d_model = trained.position.size(-1)
@@ -214,21 +222,29 @@ class FrozenReader(nn.Module):
     def forward(self, inputs: Tensor) -> tuple[Tensor, Tensor]:
         model = self.trained[0]
         with torch.no_grad():
-            z = _mixed(model, model.embed(inputs) + model.position, self.weights)  # (B, T, d_model)
-        return self.readout(z), self.weights.expand(len(inputs), -1, -1, -1)
+            x = model.embed(inputs) + model.position  # (B, T, d_model)
+            weights = _foreign_weights(model, x) if self.weights is None else self.weights
+            z = _mixed(model, x, weights)  # (B, T, d_model)
+        return self.readout(z), weights.expand(len(inputs), -1, -1, -1)
 
 
-def refit_frozen_error(model: NeighbourReader, seed: int, passes: int = 6, lr: float = 5e-3) -> float:
+def refit_frozen_error(
+    model: NeighbourReader, seed: int, passes: int = 6, lr: float = 5e-3, foreign: bool = False
+) -> float:
     """:func:`frozen_weight_error` with the read-out trained afresh for the frozen weights: the held-out
     error of a new read-out (``passes`` over the training vectors) on the trained reader's values, mixed by
     its attention weights fixed at their mean over the training sequences. Unlike the plain frozen error,
-    it does not charge the old read-out for inputs it never saw."""
+    it does not charge the old read-out for inputs it never saw. With ``foreign=True`` the weights are
+    :func:`_foreign_weights` instead (within each batch of 128, the previous sequence's keys): what a fresh
+    read-out gets from weights that no longer move with the neighbours' numbers but still with the rest."""
     train, test = copy_vectors()
-    with torch.no_grad():
-        x = model.embed(train) + model.position  # (N, T, d_model)
-        _, weights = model.attention(x, x, x)  # (N, H, T, T)
+    weights = None
+    if not foreign:
+        with torch.no_grad():
+            x = model.embed(train) + model.position  # (N, T, d_model)
+            weights = model.attention(x, x, x)[1].mean(dim=0, keepdim=True)  # (1, H, T, T)
     torch.manual_seed(seed)
-    frozen = FrozenReader(model, weights.mean(dim=0, keepdim=True))
+    frozen = FrozenReader(model, weights)
     train_on_tensors(frozen, train, both_neighbours(train), copy_loss, passes, lr=lr, batch_size=128, seed=seed)
     with torch.no_grad():
         outputs, _ = frozen(test)
@@ -248,7 +264,8 @@ FROZEN_ARMS = {
 def frozen_run(arm: str, seed: int, lr: float = 5e-3, batch_size: int = 128) -> dict:
     """Train one of :data:`FROZEN_ARMS` from ``seed``: its held-out ``error``, ``frozen_error``
     (:func:`frozen_weight_error`), ``refit_error`` (:func:`refit_frozen_error`), ``foreign_error``
-    (:func:`foreign_neighbour_error`), head 1's mean weights on the left and right neighbour (``left_1``,
+    (:func:`foreign_neighbour_error`), ``foreign_refit_error`` (:func:`refit_frozen_error` with
+    ``foreign=True``), head 1's mean weights on the left and right neighbour (``left_1``,
     ``right_1``) and the largest gap between them at one inner position (``position_gap_1``)."""
     if arm not in FROZEN_ARMS:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(FROZEN_ARMS)}")
@@ -264,6 +281,7 @@ def frozen_run(arm: str, seed: int, lr: float = 5e-3, batch_size: int = 128) -> 
         frozen_error=frozen_weight_error(model, test),
         refit_error=refit_frozen_error(model, seed),
         foreign_error=foreign_neighbour_error(model, test),
+        foreign_refit_error=refit_frozen_error(model, seed, foreign=True),
         left_1=left,
         right_1=right,
         position_gap_1=gap,
@@ -349,8 +367,9 @@ register(
         "6 passes as in neighbour_copy, then measured again with its attention weights replaced by their mean over "
         "the held-out sequences (weights that ignore the inputs; nothing retrained), and with those weights fixed "
         "at their mean over the training sequences and a fresh read-out trained for them (6 passes), and with each "
-        "position's two neighbours scored with the next held-out sequence's keys (weights that may still move with "
-        "the query and the other positions, but not with the neighbours' numbers; nothing retrained); and head 1's "
+        "position's two neighbours scored with another sequence's keys (weights that may still move with "
+        "the query and the other positions, but not with the neighbours' numbers), first with the trained read-out, "
+        "then with a fresh one (6 passes); and head 1's "
         "largest gap, over the inner positions, between its mean weights on the left and the right neighbour.",
     )
 )
