@@ -315,10 +315,20 @@ def test_grouped_attention_names_a_copy_of_the_key_value_heads(copying, op, caps
         check_grouped_attention,
         copying,
         capsys,
-        f"the values are right, but k or v was copied: `{op}` made a tensor of shape",
+        "the values are right, but k or v was copied out to the H query heads: a new tensor of shape",
         "80 numbers, H / G = 2 times k's or v's (B, G, S, d) = (1, 2, 5, 4)",
+        f"(made by PyTorch's `{op}`, which your code called)",
         "reshape q to (B, G, (H // G) * T, d)",
         "case 1 of 5",
+    )
+
+
+def test_grouped_attention_asks_for_the_attention_written_out(capsys):
+    def built_in(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    checker_fails(
+        check_grouped_attention, built_in, capsys, "came from torch's scaled_dot_product_attention", "write the"
     )
 
 

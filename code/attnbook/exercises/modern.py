@@ -456,14 +456,23 @@ def _kv_copy(calls, case: Case) -> tuple[str, tuple] | None:
 
 def _compare_grouped_without_copies(watched: _Watched, got, case: Case) -> str | None:
     problem = _compare_grouped(got, case)
-    copy = None if problem is not None else _kv_copy(watched.calls, case)
-    if copy is None:
+    if problem is not None:
         return problem
+    if any("scaled_dot_product" in op for op, _, _ in watched.calls):
+        return (
+            "the values are right, but they came from torch's scaled_dot_product_attention\n"
+            "hint: the exercise asks you to write the attention out: q @ kᵀ / √d, the softmax over the keys, "
+            "then @ v, with q reshaped to (B, G, (H // G) * T, d) so that k and v are used as they are"
+        )
+    copy = _kv_copy(watched.calls, case)
+    if copy is None:
+        return None
     op, shape = copy
     B, H, G, S, d = (case.info[key] for key in ("B", "H", "G", "S", "d"))
     return (
-        f"the values are right, but k or v was copied: `{op}` made a tensor of shape {shape}, "
-        f"{B * H * S * d} numbers, H / G = {H // G} times k's or v's (B, G, S, d) = {(B, G, S, d)}\n"
+        f"the values are right, but k or v was copied out to the H query heads: a new tensor of shape {shape}, "
+        f"{B * H * S * d} numbers, H / G = {H // G} times k's or v's (B, G, S, d) = {(B, G, S, d)} (made by "
+        f"PyTorch's `{op}`, which your code called)\n"
         "hint: repeat, repeat_interleave, indexing by head, cat and expand(...).reshape all copy k and v out "
         "to the H query heads, and so does broadcasting them as (B, G, 1, S, d), since matmul copies a "
         "broadcast batch axis out to full size; reshape q to (B, G, (H // G) * T, d) instead, so that "
