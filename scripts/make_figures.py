@@ -672,7 +672,7 @@ def draw_two_blocks(path: Path) -> None:
     notes = (
         (0.45, "② rotary positions\n(in attention instead)"),
         (new_centres[0], "① RMSNorm"),
-        (new_centres[1], "③ grouped-query\n② rotary positions"),
+        (new_centres[1], "② rotary positions\n③ grouped-query"),
         (new_centres[2], "① RMSNorm"),
         (new_centres[3], "④ SwiGLU"),
         (new_top + 0.45, "① RMSNorm"),
