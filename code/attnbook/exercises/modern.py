@@ -314,6 +314,7 @@ def _grouped_cases() -> list[Case]:
         (2, 4, 1, 3, 3, 2),  # multi-query: one key/value head for all
         (1, 3, 3, 4, 2, 4),  # G = H: Chapter 5's heads
         (2, 8, 2, 1, 6, 16),  # one new query, as in a decoding step
+        (2, 6, 3, 5, 7, 4),  # the copy check's case: S and d differ from every other size
     ):
         q, k, v = (torch.randn(B, n, L, d, generator=gen) for n, L in ((H, T), (G, S), (G, S)))
         k_h, v_h = expand_kv_heads(k, H), expand_kv_heads(v, H)  # (B, H, S, d): the copies the learner avoids
@@ -439,19 +440,18 @@ class _Watched:
                 self.calls = ops.calls
 
 
-def _kv_copy(calls, case: Case) -> tuple[str, tuple] | None:
-    """The first operation that made a new tensor the size of k or v copied out to all H query heads."""
+def _kv_copies(calls, case: Case) -> tuple[int, list[tuple[str, tuple]]]:
+    """The numbers in every new (non-view) tensor shaped like keys or values (sizes S and d among its sizes),
+    and those tensors' (operation, shape), in the copy check's case; (0, []) in the others."""
     B, H, G, T, S, d = (case.info[name] for name in ("B", "H", "G", "T", "S", "d"))
-    if G == H or T in (S, d):  # nothing to copy, or a copy of q would look the same
-        return None
-    for name, view, shape in calls:
-        rest = list(shape)
-        if view or math.prod(shape) != B * H * S * d or S not in rest:
-            continue
-        rest.remove(S)
-        if d in rest:  # a new (…, S, …, d, …) tensor of B·H·S·d numbers
-            return name, shape
-    return None
+    if S == d or {S, d} & {B, H, G, T, H // G, H // G * T}:  # a shared size: a score or q could look like a copy
+        return 0, []
+    made = [
+        (name, shape)
+        for name, view, shape in calls
+        if not view and name != "_unsafe_view" and S in shape and d in shape  # _unsafe_view: a view in effect
+    ]
+    return sum(math.prod(shape) for _, shape in made), made
 
 
 def _compare_grouped_without_copies(watched: _Watched, got, case: Case) -> str | None:
@@ -464,15 +464,16 @@ def _compare_grouped_without_copies(watched: _Watched, got, case: Case) -> str |
             "hint: the exercise asks you to write the attention out: q @ kᵀ / √d, the softmax over the keys, "
             "then @ v, with q reshaped to (B, G, (H // G) * T, d) so that k and v are used as they are"
         )
-    copy = _kv_copy(watched.calls, case)
-    if copy is None:
-        return None
-    op, shape = copy
+    copied, made = _kv_copies(watched.calls, case)
     B, H, G, S, d = (case.info[key] for key in ("B", "H", "G", "S", "d"))
+    if copied <= 2 * B * G * S * d:  # at most one copy each of k and v
+        return None
+    op, shape = max(made, key=lambda item: math.prod(item[1]))
     return (
-        f"the values are right, but k or v was copied out to the H query heads: a new tensor of shape {shape}, "
-        f"{B * H * S * d} numbers, H / G = {H // G} times k's or v's (B, G, S, d) = {(B, G, S, d)} (made by "
-        f"PyTorch's `{op}`, which your code called)\n"
+        f"the values are right, but k or v was copied out to the H query heads: new tensors shaped like keys or "
+        f"values hold {copied} numbers, {copied / (2 * B * G * S * d):.1f} times what k and v hold, "
+        f"(B, G, S, d) = {(B, G, S, d)} each "
+        f"(the largest, of shape {shape}, made by PyTorch's `{op}`, which your code called)\n"
         "hint: repeat, repeat_interleave, indexing by head, cat and expand(...).reshape all copy k and v out "
         "to the H query heads, and so does broadcasting them as (B, G, 1, S, d), since matmul copies a "
         "broadcast batch axis out to full size; reshape q to (B, G, (H // G) * T, d) instead, so that "
@@ -489,7 +490,7 @@ _GROUPED_SHAPE_HINT = (
 )
 _GROUPED_SUMMARY = (
     "G = 1, 2, 3 key/value heads for 3 to 8 query heads, G = H, S != T, one query (T = 1), d from 2 to 16; "
-    "no copy of k or v"
+    "no copy of k or v for the query heads"
 )
 
 
@@ -498,12 +499,15 @@ def check_grouped_attention(fn) -> bool:
     key/value head ``g = h // (H / G)``: ``out_h = softmax(q_h k_gᵀ / √d) v_g``, the softmax over the keys,
     without copying ``k`` or ``v`` out to the ``H`` query heads.
 
-    The values are compared first; then the operations ``fn`` ran (recorded with a ``TorchDispatchMode``)
-    must not include one that makes a new tensor the size of ``k`` or ``v`` copied out to ``H`` heads:
-    ``repeat``, ``repeat_interleave``, indexing by head, ``cat``, or broadcasting ``k`` and ``v`` as
-    ``(B, G, 1, S, d)`` (``torch.matmul`` copies a broadcast batch axis). Views, such as reshaping ``q`` to
-    ``(B, G, (H // G) * T, d)`` so that ``q @ kᵀ`` batches over ``(B, G)``, are free. A NumPy solution is
-    judged on its values only (its operations are not PyTorch's).
+    The values are compared first; then the operations ``fn`` ran (recorded with a ``TorchDispatchMode``), in
+    the cases whose sizes ``S`` and ``d`` differ from every other: the new (non-view) tensors with both ``S``
+    and ``d`` among their sizes may hold at most as many numbers as ``k`` and ``v`` together (one copy of each
+    is allowed; ``einsum`` may make one). ``repeat``, ``repeat_interleave``, indexing with a list of heads,
+    ``cat``, ``expand(...).reshape``, broadcasting ``k`` and ``v`` against the query heads (``torch.matmul``
+    copies a broadcast batch axis), in one piece or group by group, all copy them ``H / G`` times and fail.
+    Views, such as reshaping ``q`` to ``(B, G, (H // G) * T, d)`` so that ``q @ kᵀ`` batches over
+    ``(B, G)``, are free. ``F.scaled_dot_product_attention`` fails too (the exercise asks for the attention
+    written out). A NumPy solution is judged on its values only (its operations are not PyTorch's).
 
     Shapes:
         q ``(B, H, T, d)``, k and v ``(B, G, S, d)``, ``H`` divisible by ``G`` -> ``(B, H, T, d)``.
