@@ -536,7 +536,7 @@ GENERATION_COPIES = {"encoder-only": 6, "encoder-only, 24 copies": 24}
 
 def masked_generation_run(arm: str, seed: int, count: int = 100) -> dict:
     """The encoder-only model of ``seed`` (as in ``families``; with ``"encoder-only, 24 copies"`` trained on
-    24 masked copies, as in ``families_masked_budget``) writing ``count`` sentences left to right
+    24 masked copies, as in ``families_masked_budget``, retrained) writing ``count`` sentences left to right
     (:func:`masked_generation`; lengths drawn from the training sentences' with numpy seed 2, sampling
     generator seed 2, as the chapter does): the share with a real ISO date (``iso``) and valid (``valid``)."""
     if arm not in GENERATION_COPIES:
@@ -574,8 +574,9 @@ register(
         replay=dict(arm="encoder-only, 24 copies", seed=0),
         chapter="chapters/07_beyond/01_families.ipynb",
         description="As families_masked_generation, with the masked models trained four times as long (24 masked "
-        "copies, one pass; the models of families_masked_budget's '24 copies' arm, the same seeds): the share of "
-        "100 sentences written left to right with a real ISO date and the share valid.",
+        "copies, one pass; retrained from the same seeds and code as families_masked_budget's '24 copies' arm, "
+        "which was made on another CPU): the share of 100 sentences written left to right with a real ISO date "
+        "and the share valid.",
     )
 )
 
