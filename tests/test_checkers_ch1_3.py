@@ -38,8 +38,9 @@ PASS_LINES = {
         "row stopped by max_len, an empty answer, other bos_id and eos_id).\n"
     ),
     check_masked_softmax: (
-        "✓ masked softmax: all 5 cases passed (padding masks, a (B, 1, L) mask over "
-        "(B, T, L) scores, a causal mask, a fully masked row, scores near ±1000).\n"
+        "✓ masked softmax: all 6 cases passed (padding masks, a (B, 1, L) mask over "
+        "(B, T, L) scores, a causal mask, a fully masked row, masked positions with the largest scores, "
+        "scores near ±1000).\n"
     ),
     check_additive_attention: (
         "✓ additive attention: all 5 cases passed (unequal B, L, d_q, d_k, N; padding "
@@ -480,10 +481,16 @@ def ms_index_expanded(scores, mask):
 
 @pytest.mark.parametrize(
     "solution",
-    [ms_fill, ms_where, ms_finite_fill, ms_log_mask, ms_renormalised, ms_float64, ms_by_hand, ms_index_expanded],
+    [ms_fill, ms_where, ms_finite_fill, ms_log_mask, ms_float64, ms_index_expanded],
 )
 def test_masked_softmax_accepts_right_solutions(solution, capsys):
     _passes(check_masked_softmax, solution, capsys)
+
+
+@pytest.mark.parametrize("underflowing", [ms_renormalised, ms_by_hand])
+def test_masked_softmax_rejects_answers_that_underflow_when_masked_scores_dominate(underflowing, capsys):
+    # right in exact arithmetic; in float32 a row whose largest scores are masked comes out all zeros
+    checker_fails(check_masked_softmax, underflowing, capsys, "case 6 of 6", "mask the scores before the softmax")
 
 
 def ms_naive_exp(scores, mask):
@@ -527,7 +534,7 @@ MS_WRONG = [
     (lambda s, m: torch.softmax(s.masked_fill(~m, NEG_INF), dim=0).nan_to_num(), ["the softmax ran over dim=0"]),
     (
         lambda s, m: masked_softmax(s, m, dim=1) if s.dim() == 3 else ms_fill(s, m),
-        ["the softmax ran over dim=1", "case 2 of 5"],
+        ["the softmax ran over dim=1", "case 2 of 6"],
     ),
     (
         lambda s, m: masked_softmax(s, m, dim=2),  # defect: no hint before
@@ -535,16 +542,16 @@ MS_WRONG = [
     ),
     (
         lambda s, m: torch.softmax(s.masked_fill(~m, NEG_INF), dim=-1),
-        ["contains NaN", "row 1 has no position it may attend", "case 4 of 5"],
+        ["contains NaN", "row 1 has no position it may attend", "case 4 of 6"],
     ),
     (
         lambda s, m: torch.softmax(s.masked_fill(~m, -1e9), dim=-1),
-        ["row 1 is fully masked but its weights sum to 1", "case 4 of 5"],
+        ["row 1 is fully masked but its weights sum to 1", "case 4 of 6"],
     ),
-    (ms_naive_exp, ["subtract each row's maximum", "case 5 of 5"]),
+    (ms_naive_exp, ["subtract each row's maximum", "case 5 of 6"]),
     (
         lambda s, m: torch.softmax(s.masked_fill(~m, -1000.0), dim=-1) * m,  # defect
-        ["a finite fill value such as -1000 is not far below them", "case 5 of 5"],
+        ["a finite fill value such as -1000 is not far below them", "case 5 of 6"],
     ),
     (
         lambda s, m: torch.log_softmax(s.masked_fill(~m, NEG_INF), dim=-1),  # defect
@@ -563,7 +570,7 @@ MS_WRONG = [
     ),
     (
         ms_index_not_expanded,  # defect: no hint before
-        ["raised IndexError", "expand it first, mask.expand_as(scores)", "case 2 of 5"],
+        ["raised IndexError", "expand it first, mask.expand_as(scores)", "case 2 of 6"],
     ),
     (ms_in_place, ["changed its input `scores` in place", "scores.masked_fill(~mask, ...)"]),
     (lambda s, m: m, ["must be floats"]),
@@ -1366,3 +1373,17 @@ def test_verdicts_are_stable_and_leave_the_random_state_alone(checker, capsys):
         assert torch.equal(torch.get_rng_state(), before)
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1]
+
+
+def test_masked_softmax_names_a_mask_applied_after_the_softmax_where_masked_scores_dominate(capsys):
+    def renormalised_after(scores, mask):  # renormalising hides the problem unless a masked score dominates
+        weights = torch.softmax(scores, dim=-1) * mask
+        return weights / weights.sum(-1, keepdim=True).clamp_min(1e-12)
+
+    checker_fails(
+        check_masked_softmax,
+        renormalised_after,
+        capsys,
+        "mask the scores before the softmax",
+        "masked positions have by far the largest scores",
+    )

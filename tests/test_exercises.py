@@ -565,9 +565,10 @@ def ms_right_finite_fill(scores, mask):
     return weights.masked_fill(~mask, 0.0)
 
 
-def ms_right_by_hand(scores, mask):
-    shifted = scores - scores.max(dim=-1, keepdim=True).values
-    exps = shifted.exp() * mask
+def ms_right_by_hand(scores, mask):  # the largest allowed score subtracted, so no allowed exp underflows
+    largest = scores.masked_fill(~mask, float("-inf")).max(dim=-1, keepdim=True).values
+    shifted = scores - largest.nan_to_num(neginf=0.0)  # a fully masked row: nothing allowed, shift by 0
+    exps = torch.where(mask, shifted.exp(), 0.0)  # masked positions may overflow: never used
     totals = exps.sum(dim=-1, keepdim=True)
     return torch.where(totals > 0, exps / totals.clamp(min=1e-30), torch.zeros_like(exps))
 
@@ -577,7 +578,7 @@ def ms_right_by_hand(scores, mask):
 )
 def test_masked_softmax_passes_right_solutions(solution, capsys):
     out = _passes(check_masked_softmax, solution, capsys)
-    assert "masked softmax: all 5 cases passed" in out
+    assert "masked softmax: all 6 cases passed" in out
 
 
 def ms_naive_exp(scores, mask):
@@ -596,7 +597,7 @@ def ms_in_place(scores, mask):
     [
         (
             lambda s, m: torch.softmax(s, dim=-1),
-            ["position 3 of row 1 is masked but got weight 0.22", "the mask was not applied", "case 1 of 5"],
+            ["position 3 of row 1 is masked but got weight 0.22", "the mask was not applied", "case 1 of 6"],
         ),
         (lambda s, m: ms_right(s, ~m), ["is masked but got weight", "True means *may attend*"]),
         (lambda s, m: torch.softmax(s * m, dim=-1), ["is masked but got weight", "exp(0) still gets weight"]),
@@ -611,14 +612,14 @@ def ms_in_place(scores, mask):
                 "weights contains NaN at index (1, 0)",
                 "row 1 has no position it may attend",
                 "torch.nan_to_num",
-                "case 4 of 5",
+                "case 4 of 6",
             ],
         ),
         (
             lambda s, m: torch.softmax(s.masked_fill(~m, -1e9), dim=-1),
-            ["row 1 is fully masked but its weights sum to 1; they must all be 0", "case 4 of 5"],
+            ["row 1 is fully masked but its weights sum to 1; they must all be 0", "case 4 of 6"],
         ),
-        (ms_naive_exp, ["contains NaN", "exp(1000) overflows", "subtract each row's maximum", "case 5 of 5"]),
+        (ms_naive_exp, ["contains NaN", "exp(1000) overflows", "subtract each row's maximum", "case 5 of 6"]),
         (ms_in_place, ["changed its input `scores` in place"]),
         (lambda s, m: m, ["dtype torch.bool but expected torch.float32", "must be floats"]),
         (lambda s, m: ms_right(s, m).sum(-1), ["shape (2,) but expected (2, 5)", "you summed over the last dimension"]),
@@ -638,7 +639,7 @@ def test_masked_softmax_broadcast_mask_shape_mistake(capsys):
         capsys,
         "shape (3, 1, 6) but expected (3, 4, 6)",
         "the mask only broadcasts",
-        "case 2 of 5",
+        "case 2 of 6",
     )
 
 
@@ -1029,3 +1030,13 @@ def test_luong_general_score_is_checked_with_rectangular_W_a(capsys):
         "check the shapes",
         "W_a (d_t, d_s) = (6, 4)",
     )
+
+
+def test_masked_softmax_names_an_underflow_when_the_largest_scores_are_masked(capsys):
+    def shifted_by_the_row_max(scores, mask):  # right in exact arithmetic, not in float32 here
+        exps = (scores - scores.max(dim=-1, keepdim=True).values).exp() * mask
+        totals = exps.sum(dim=-1, keepdim=True)
+        return torch.where(totals > 0, exps / totals.clamp(min=1e-30), torch.zeros_like(exps))
+
+    out = _fails(check_masked_softmax, shifted_by_the_row_max, capsys)
+    assert "underflows to 0 at every allowed one" in out and "subtract the largest allowed score" in out, out

@@ -71,6 +71,13 @@ def _masked_softmax_cases() -> list[Case]:
             large=True,
         )
     )
+    scores = torch.tensor([[0.0, 1.0, 200.0, 0.5], [2.0, 150.0, -1.0, 0.0]])  # (2, 4)
+    mask = torch.tensor([[True, True, False, True], [True, False, True, True]])
+    cases.append(
+        _softmax_case(
+            scores, mask, "mask (2, 4) whose masked positions have by far the largest scores (200, 150)", dominant=True
+        )
+    )
     return cases
 
 
@@ -79,7 +86,7 @@ def _length_mask(lengths, width: int) -> torch.Tensor:
     return torch.arange(width) < torch.tensor(lengths).unsqueeze(1)  # (B, 1) vs (width,) -> (B, width)
 
 
-def _softmax_case(scores, mask, mask_text: str, fully_masked=(), large=False) -> Case:
+def _softmax_case(scores, mask, mask_text: str, fully_masked=(), large=False, dominant=False) -> Case:
     values = f"scores rounded: {_rounded(scores)}" if scores.numel() <= 12 else ""
     description = f"scores {tuple(scores.shape)}, {mask_text}" + (f"; {values}" if values else "")
     return Case(
@@ -87,7 +94,12 @@ def _softmax_case(scores, mask, mask_text: str, fully_masked=(), large=False) ->
         args=(scores, mask),
         arg_names=("scores", "mask"),
         expected=masked_softmax(scores, mask),
-        info={"fully_masked": list(fully_masked), "large": large, "in_place_advice": _SOFTMAX_IN_PLACE},
+        info={
+            "fully_masked": list(fully_masked),
+            "large": large,
+            "dominant": dominant,
+            "in_place_advice": _SOFTMAX_IN_PLACE,
+        },
     )
 
 
@@ -113,6 +125,14 @@ def _compare_masked_softmax(got, case: Case) -> str | None:
     full = mask.expand(scores.shape)  # (..., L) like the scores
     if close(got, expected):
         return None
+    empty = [r for r in range(len(full.reshape(-1, full.size(-1)))) if _row_is_zero(got, full, r)]
+    if case.info.get("dominant") and empty:
+        return (
+            f"{compare(got, expected, 'weights') or 'weights differ'}\nhint: a row came out all zeros although "
+            "some of its positions may be attended: its largest scores are at masked positions, so "
+            "exp(score - the row's largest) underflows to 0 at every allowed one; mask the scores before the "
+            "softmax (fill with float('-inf')), or subtract the largest allowed score"
+        )
     for variant, hint in _softmax_variants(scores, mask):
         if close(got, variant):
             return first_problem(got, expected, full, "weights") + f"\nhint: {hint}"
@@ -130,6 +150,12 @@ def _compare_masked_softmax(got, case: Case) -> str | None:
             "torch.finfo(scores.dtype).min)"
         )
     return weights_problem(got, expected, full, case, "weights")
+
+
+def _row_is_zero(got, full, row: int) -> bool:
+    """Whether row ``row`` of ``got`` (rows: every axis but the last) is all zeros though ``full`` allows some."""
+    got_rows, allowed = got.reshape(-1, got.size(-1)), full.reshape(-1, full.size(-1))
+    return bool(allowed[row].any()) and bool((got_rows[row] == 0).all())
 
 
 def _not_weights_hint(got, scores, full) -> str:
@@ -204,7 +230,7 @@ def _masked_softmax_error_hint(problem: str, case: Case) -> str:
     _compare_masked_softmax,
     error_hint=_masked_softmax_error_hint,
     summary="padding masks, a (B, 1, L) mask over (B, T, L) scores, a causal mask, a fully masked row, "
-    "scores near ±1000",
+    "masked positions with the largest scores, scores near ±1000",
 )
 def check_masked_softmax(fn) -> bool:
     """Check ``fn(scores, mask) -> weights``, a softmax that leaves masked positions out.
