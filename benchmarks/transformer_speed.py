@@ -25,13 +25,17 @@ load average before and after and the session's priority, so a busy run shows.
    contestant, "Transformer, default Adam", is the Transformer as the duel's records train it:
    the same recipe with torch's default Adam, which on a CPU updates one tensor at a time.
 2. lengths: one forward + backward pass of the cross-entropy on a batch of 32 random
-   sequences, source length n and target length n + 1, for n in LENGTHS.
+   sequences, source length n and target length n + 1, for n in LENGTHS. A third contestant,
+   "Bahdanau, unpacked GRU", is Bahdanau's model with its encoder's GRU fed without packing (the same
+   logits, checked, since these batches have no padding): how much of Bahdanau's step is the packed
+   GRU's backward pass, which zero-fills a full-size gradient at every step (PyTorch issue 1788).
 3. decoding: the chapter's Transformer trained as there (two passes) decodes the 1 000 test
    dates: greedy decoding that reruns the whole model on the prefix at every step; greedy_decode
    (the encoder once, the decoder's inputs cached); beam_search with beams of 1, 2 and 4. Both greedy
    loops stop once every date has produced eos.
 """
 
+import copy
 import itertools
 import math
 from pathlib import Path
@@ -44,6 +48,7 @@ from attnbook import data, tasks
 from attnbook.bahdanau import BahdanauSeq2Seq
 from attnbook.cost import compare_speeds, machine_state, write_benchmark
 from attnbook.decoding import beam_search, greedy_decode
+from attnbook.rnn import Encoded, Encoder
 from attnbook.training import fit, train_epoch, warmup_schedule
 from attnbook.transformer import Transformer
 
@@ -120,12 +125,39 @@ def training_step(model, n, vocabs):
     return step
 
 
+class UnpackedEncoder(Encoder):
+    """The package's encoder with its GRU fed the padded batch as it is, not packed: the same numbers when no
+    row has padding (as in the synthetic batches), without the packed GRU's backward pass, which on a CPU
+    creates and zero-fills a full-size gradient at every step."""
+
+    def forward(self, src, lengths):
+        self.check(src, lengths)
+        outputs, h_n = self.gru(self.embedding(src))  # (B, S, A), (D, B, H)
+        return Encoded(outputs, torch.cat(list(h_n), dim=-1))
+
+
+def unpacked(rnn):
+    """A copy of Bahdanau's model whose encoder does not pack (the same weights)."""
+    twin = copy.deepcopy(rnn)
+    twin.encoder.__class__ = UnpackedEncoder
+    return twin
+
+
 def lengths(vocabs) -> dict:
     rnn, attention_only = bahdanau(vocabs), transformer(vocabs)
+    rnn_unpacked = unpacked(rnn)
     torch.manual_seed(0)
     results = {}
     for n in LENGTHS:
-        steps = {"Bahdanau": training_step(rnn, n, vocabs), "Transformer": training_step(attention_only, n, vocabs)}
+        src = torch.randint(4, len(vocabs[0]), (32, n))  # (32, n): no padding
+        tgt = torch.randint(4, len(vocabs[1]), (32, n + 1))
+        with torch.no_grad():  # the same logits, packed or not
+            assert torch.allclose(rnn(src, tgt).logits, rnn_unpacked(src, tgt).logits, atol=1e-5)
+        steps = {
+            "Bahdanau": training_step(rnn, n, vocabs),
+            "Transformer": training_step(attention_only, n, vocabs),
+            "Bahdanau, unpacked GRU": training_step(rnn_unpacked, n, vocabs),
+        }
         results[str(n)] = compare_speeds(steps, rounds=ROUNDS, repeat=3)
         print(n, results[str(n)], flush=True)
     return dict(batch_size=32, lengths=LENGTHS, results=results)
