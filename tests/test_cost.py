@@ -40,9 +40,26 @@ def test_compare_speeds_reports_median_and_spread_per_step(clock):
     a = [0.5] + [0.010, 0.011, 0.012] * 2 + [0.020, 0.020, 0.020]  # warm-up, then 3 rounds of 3 calls
     b = [0.5] + [0.030] * 9
     result = cost.compare_speeds({"a": clock.step(a), "b": clock.step(b)}, rounds=3, repeat=3)
-    assert result["a"] == dict(median_ms=11.0, low_ms=11.0, high_ms=20.0, rounds=3, round_ms=[11.0, 11.0, 20.0])
+    assert result["a"] == dict(
+        median_ms=11.0, low_ms=11.0, high_ms=20.0, rounds=3, round_ms=[11.0, 11.0, 20.0], round_place=[0, 1, 0]
+    )
     assert result["b"]["median_ms"] == pytest.approx(30.0) and result["b"]["rounds"] == 3
     assert a == [] and b == []  # every call was made, the steps alternating
+    assert result["b"]["round_place"] == [1, 0, 1]  # the order rotates: b runs first in round 2
+
+
+def test_compare_speeds_rotates_the_order_of_three_steps(clock):
+    calls = []
+
+    def step(name):
+        def call():
+            calls.append(name)
+
+        return call
+
+    result = cost.compare_speeds({n: step(n) for n in "abc"}, rounds=4, repeat=1)
+    assert calls == list("abc") + list("abc") + list("bca") + list("cab") + list("abc")
+    assert [result[n]["round_place"] for n in "abc"] == [[0, 2, 1, 0], [1, 0, 2, 1], [2, 1, 0, 2]]
 
 
 def test_write_benchmark_adds_provenance(tmp_path):

@@ -234,13 +234,15 @@ def test_compare_speeds_alternates_and_reports_median_and_spread(monkeypatch):
         },
     )
     result = cost.compare_speeds({"a": step("a"), "b": step("b")}, rounds=5, repeat=1)
-    assert calls == ["a", "b"] + ["a", "b"] * 5  # one warm-up call each, then alternating rounds
+    # one warm-up call each, then rounds whose order rotates: a first, then b first, ...
+    assert calls == ["a", "b"] + ["a", "b", "b", "a"] * 2 + ["a", "b"]
     assert result["a"] == {
         "median_ms": 11.0,
         "low_ms": 10.0,
         "high_ms": 30.0,
         "rounds": 5,
         "round_ms": [10.0, 12.0, 11.0, 30.0, 10.0],
+        "round_place": [0, 1, 0, 1, 0],
     }
     assert result["b"] == {
         "median_ms": 2.0,
@@ -248,6 +250,7 @@ def test_compare_speeds_alternates_and_reports_median_and_spread(monkeypatch):
         "high_ms": 4.0,
         "rounds": 5,
         "round_ms": [2.0, 2.0, 3.0, 2.0, 4.0],
+        "round_place": [1, 0, 1, 0, 1],
     }
 
 

@@ -59,17 +59,23 @@ def compare_speeds(steps: dict[str, Callable[[], object]], rounds: int = 7, repe
     """Time several computations in alternating rounds, so a slow moment of the machine hits all of them.
 
     Every step is called once to warm up; then, ``rounds`` times, each step gets the median of
-    ``repeat`` calls (:func:`seconds`). Returns, per step, the median over the rounds, the lowest
-    and highest round and every round in order, in milliseconds:
-    ``{"median_ms", "low_ms", "high_ms", "rounds", "round_ms"}``; two steps' ``round_ms`` pair up by
-    round (the same moment of the machine), so a ratio can be read round by round.
+    ``repeat`` calls (:func:`seconds`). Round ``r`` starts ``r`` steps further down the list (the order
+    rotates), so no step always runs first or always follows the same one. Returns, per step, the median
+    over the rounds, the lowest and highest round, every round in order, in milliseconds, and its place in
+    each round (0 = first): ``{"median_ms", "low_ms", "high_ms", "rounds", "round_ms", "round_place"}``;
+    two steps' ``round_ms`` pair up by round (the same moment of the machine), so a ratio can be read
+    round by round.
     """
     for step in steps.values():
         step()
-    per_round: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            per_round[name].append(1000 * seconds(step, repeat=repeat, warmup=0))
+    names = list(steps)
+    per_round: dict[str, list[float]] = {name: [] for name in names}
+    places: dict[str, list[int]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for place, name in enumerate(names[shift:] + names[:shift]):
+            per_round[name].append(1000 * seconds(steps[name], repeat=repeat, warmup=0))
+            places[name].append(place)
     return {
         name: dict(
             median_ms=round(statistics.median(values), 4),
@@ -77,6 +83,7 @@ def compare_speeds(steps: dict[str, Callable[[], object]], rounds: int = 7, repe
             high_ms=round(max(values), 4),
             rounds=rounds,
             round_ms=[round(value, 4) for value in values],
+            round_place=places[name],
         )
         for name, values in per_round.items()
     }
