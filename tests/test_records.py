@@ -201,3 +201,12 @@ def test_extend_adds_the_missing_seeds_and_refuses_a_stale_record(tmp_path, monk
             extend("tiny", progress=False)
     finally:
         EXPERIMENTS.pop("tiny")
+
+
+def test_summaries_skip_profiles_and_summarise_curves():
+    from attnbook.records import _summaries
+
+    values = {"arm": {str(s): {"curve": [1.0 + s, 2.0], "profile": [[1.0, s], [2.0, s]]} for s in (0, 1, 2)}}
+    summary = _summaries(values, (0, 1, 2))["arm"]
+    assert set(summary) == {"curve"}  # a list of lists per seed (a profile per pass) has no summary
+    assert summary["curve"][0]["mean"] == 2.0 and len(summary["curve"]) == 2

@@ -338,8 +338,9 @@ def _summaries(values: dict, seeds: tuple[int, ...]) -> dict:
         for measure in per_seed[str(seeds[0])]:
             runs = [per_seed[str(seed)][measure] for seed in seeds]
             flat = np.ravel(np.array(runs, dtype=object))
-            if len(seeds) < 2 or any(value is None or isinstance(value, str) for value in flat):
-                continue  # no summary of a missing value or of text (a record may keep examples)
+            nested = isinstance(runs[0], list) and any(isinstance(value, list) for value in runs[0])
+            if len(seeds) < 2 or nested or any(value is None or isinstance(value, str) for value in flat):
+                continue  # no summary of a missing value, of text (a record may keep examples) or of a profile
             columns = zip(*runs) if isinstance(runs[0], list) else [runs]
             out[arm][measure] = [
                 {key: round(number, 6) for key, number in summarize(column)._asdict().items()} for column in columns
