@@ -336,8 +336,28 @@ def test_grouped_attention_names_a_copy_of_the_key_value_heads(copying, op, caps
         "times what k and v hold, (B, G, S, d) = (2, 2, 6, 16) each",
         f"made by PyTorch's `{op}`, which your code called",
         "reshape q to (B, G, (H // G) * T, d)",
-        "case 5 of 6",
+        "case 5 of 7",
     )
+
+
+def ga_keys_copied(q, k, v):  # k out to the H query heads, v read in place by the groups
+    B, H, T, d = q.shape
+    G = k.shape[1]
+    k = k.repeat_interleave(H // G, dim=1)  # (B, H, S, d): a copy of k only
+    weights = torch.softmax(q @ k.transpose(-2, -1) / d**0.5, dim=-1)  # (B, H, T, S)
+    return (weights.reshape(B, G, H // G * T, -1) @ v).reshape(B, H, T, d)
+
+
+def test_grouped_attention_copy_check_catches_a_copy_of_the_keys_alone(capsys):
+    from attnbook.exercises.modern import _compare_grouped_without_copies, _grouped_cases, _Watched
+
+    checker_fails(check_grouped_attention, ga_keys_copied, capsys, "k or v was copied out", "case 5 of 7")
+    caught = []
+    for case in _grouped_cases():
+        watched = _Watched(ga_keys_copied)
+        caught.append(_compare_grouped_without_copies(watched, watched(*case.args), case) is not None)
+    # H / G = 4 (case 5) and 3 (case 7) catch it; H / G = 2 (case 6) cannot: k copied twice is k and v's count
+    assert caught == [False, False, False, False, True, False, True]
 
 
 def test_grouped_attention_asks_for_the_attention_written_out(capsys):
@@ -352,7 +372,7 @@ def test_grouped_attention_asks_for_the_attention_written_out(capsys):
 def test_grouped_attention_prints_one_pass_line(capsys):
     out = checker_passes(check_grouped_attention, ga_rows, capsys)
     assert out == (
-        "✓ grouped-query attention without copies: all 6 cases passed (G = 1, 2, 3 key/value heads for 3 to 8 "
+        "✓ grouped-query attention without copies: all 7 cases passed (G = 1, 2, 3 key/value heads for 3 to 9 "
         "query heads, G = H, S != T, one query (T = 1), d from 2 to 16; no copy of k or v for the query heads).\n"
     )
 

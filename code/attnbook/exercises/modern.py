@@ -314,7 +314,8 @@ def _grouped_cases() -> list[Case]:
         (2, 4, 1, 3, 3, 2),  # multi-query: one key/value head for all
         (1, 3, 3, 4, 2, 4),  # G = H: Chapter 5's heads
         (2, 8, 2, 1, 6, 16),  # one new query, as in a decoding step
-        (2, 6, 3, 5, 7, 4),  # the copy check's case: S and d differ from every other size
+        (2, 6, 3, 5, 7, 4),  # the copy check's cases: S and d differ from every other size
+        (1, 9, 3, 2, 5, 7),  # H / G = 3: a copy of k alone (3 times k) is more than k and v together
     ):
         q, k, v = (torch.randn(B, n, L, d, generator=gen) for n, L in ((H, T), (G, S), (G, S)))
         k_h, v_h = expand_kv_heads(k, H), expand_kv_heads(v, H)  # (B, H, S, d): the copies the learner avoids
@@ -489,7 +490,7 @@ _GROUPED_SHAPE_HINT = (
     "instead would broadcast them, and matmul copies a broadcast axis)"
 )
 _GROUPED_SUMMARY = (
-    "G = 1, 2, 3 key/value heads for 3 to 8 query heads, G = H, S != T, one query (T = 1), d from 2 to 16; "
+    "G = 1, 2, 3 key/value heads for 3 to 9 query heads, G = H, S != T, one query (T = 1), d from 2 to 16; "
     "no copy of k or v for the query heads"
 )
 
