@@ -113,6 +113,7 @@ def window_in_place(x, window):
         (lambda x, w: _band(x, w) / _band(x, w).sum(dim=0, keepdim=True) @ x, "you divided by the column sums"),
         (lambda x, w: _band(x, w) / _band(x, w).sum(dim=1) @ x, "keepdim=True"),
         (lambda x, w: _band(x, w).T / _band(x, w).T.sum(1, keepdim=True) @ x, "the band points forward"),
+        (lambda x, w: x @ (_band(x, w) / _band(x, w).sum(1, keepdim=True)), "goes on the left: band @ x"),
         (raises, "raised ValueError: not done yet"),
         (returns_none, "returned None"),
         (lambda x, w: x.mean(-1), "has shape (2, 6) but expected (2, 6, 3)"),

@@ -131,10 +131,24 @@ def _compare_window(got, case: Case) -> str | None:
     return problem
 
 
+def _window_error_hint(problem: str, case: Case) -> str:
+    """A hint for ``x @ band``: the (T, T) matrix on the wrong side of the product."""
+    x, _ = case.args
+    batch, length, d = x.shape
+    # x @ band folds x to (B*T, d) and meets the (T, T) band: "(12x3 and 6x6)"
+    if f"({batch * length}x{d} and {length}x{length})" in problem:
+        return (
+            "the (T, T) matrix goes on the left: band @ x ((T, T) @ (B, T, d) -> (B, T, d)) "
+            "averages over the positions; x @ band would mix each position's d features"
+        )
+    return ""
+
+
 @checker(
     "window average",
     _window_cases,
     _compare_window,
+    error_hint=_window_error_hint,
     summary="windows of 1 to 3 and one longer than the sequence; batches of 1 to 3; 2 to 5 features",
 )
 def check_window_average(fn) -> bool:
