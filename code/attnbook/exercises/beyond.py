@@ -45,6 +45,7 @@ def _masking_cases() -> list[Case]:
             f"4..39, then padding (0); mask_id={MASK_ID}, replacement_ids = 4..39",
             args=(ids, maskable, MASK_ID, REPLACEMENTS),
             arg_names=("ids", "maskable", "mask_id", "replacement_ids"),
+            info={"in_place_advice": "build new tensors (e.g. with torch.where, or start from ids.clone())"},
         )
     ]
 
