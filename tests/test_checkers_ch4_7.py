@@ -782,6 +782,7 @@ def masking_in_place(ids, maskable, mask_id, replacement_ids):
         (raises, "raised ValueError"),
         (returns_none, "returned None"),
         (masking_in_place, "changed its input `ids` in place"),
+        (masking_in_place, "with torch.where, or start from ids.clone()"),
     ],
 )
 def test_mask_tokens_rejects_wrong_solutions(wrong, fragment, capsys):
