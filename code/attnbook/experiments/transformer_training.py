@@ -282,33 +282,58 @@ register(
 
 class AdamStep(NamedTuple):
     """One optimiser step on the lowest decoder layer's weights: medians over its n weights, and the
-    per-weight values."""
+    per-weight values.
 
-    weight: float  # the median |weight| before the step
-    grad: float  # the median |gradient|
-    move: float  # the median |move|
-    root_v: float  # the median sqrt(v_hat): Adam's divisor, less eps
-    below_eps: torch.Tensor  # (n,) bool: the weights whose sqrt(v_hat) is below eps = 1e-9
-    grads: torch.Tensor  # (n,): each weight's gradient
-    moves: torch.Tensor  # (n,): each weight's move
+    Attributes:
+        weight: the median |weight| before the step.
+        grad: the median |gradient|.
+        move: the median |move|.
+        root_v: the median sqrt(v_hat): Adam's divisor, less eps.
+        below_eps: ``(n,)`` bool: the weights whose sqrt(v_hat) is below eps = 1e-9.
+        grads: ``(n,)``: each weight's gradient.
+        moves: ``(n,)``: each weight's move.
+    """
+
+    weight: float
+    grad: float
+    move: float
+    root_v: float
+    below_eps: torch.Tensor
+    grads: torch.Tensor
+    moves: torch.Tensor
 
 
 class FirstSteps(NamedTuple):
     """What :func:`first_steps` measured in one run. *The lowest layer* is the lowest decoder layer (the
-    one farthest from the output); *watched* means before step 1 and after steps 1, 5 and 20."""
+    one farthest from the output); *watched* means before step 1 and after steps 1, 5 and 20.
 
-    losses: list[float]  # every step: the training loss
-    grad_norms: list[float]  # every step: the norm of the lowest layer's gradient
-    top_over_lowest: float  # step 1: the top decoder layer's gradient norm over the lowest's
-    logit_grads: list[float]  # every step: the norm of dL/dz, z the logits
-    h1_grads: list[float]  # every step: the norm of dL/dh_1, h_1 the lowest layer's output
-    spreads: list[float]  # watched: the prediction's spread (0: one prediction everywhere)
-    varying: list[list[float]]  # watched: the share that varies of the encoder's output, then each decoder layer's
-    sums: list[list[tuple[float, float, float]]]  # watched: each residual sum's (f's shared, x's varying, x's shared)
-    adam: dict[int, AdamStep]  # steps 1, 2, 20 and the last
-    travel: dict[int, float]  # steps 1, 5, 20 and the last: the median distance of the weights from their start
-    key_biases: torch.Tensor  # (n,) bool: which of the lowest layer's weights are attention key biases
-    bias_moved: float  # after step 5: the largest distance of any bias vector from its start
+    Attributes:
+        losses: every step: the training loss.
+        grad_norms: every step: the norm of the lowest layer's gradient.
+        top_over_lowest: step 1: the top decoder layer's gradient norm over the lowest's.
+        logit_grads: every step: the norm of dL/dz, z the logits.
+        h1_grads: every step: the norm of dL/dh_1, h_1 the lowest layer's output.
+        spreads: watched: the prediction's spread (0: one prediction everywhere).
+        varying: watched: the share that varies of the encoder's output, then each decoder layer's.
+        sums: watched: each residual sum's (f's shared, x's varying, x's shared).
+        adam: steps 1, 2, 20 and the last: an :class:`AdamStep`.
+        travel: steps 1, 5, 20 and the last: the median distance of the weights from their start.
+        key_biases: ``(n,)`` bool: which of the lowest layer's weights are attention key biases.
+        bias_moved: after step 5: the largest distance of any bias vector from its start.
+    """
+
+    losses: list[float]
+    grad_norms: list[float]
+    top_over_lowest: float
+    logit_grads: list[float]
+    h1_grads: list[float]
+    spreads: list[float]
+    varying: list[list[float]]
+    sums: list[list[tuple[float, float, float]]]
+    adam: dict[int, AdamStep]
+    travel: dict[int, float]
+    key_biases: torch.Tensor
+    bias_moved: float
 
 
 def _varying_share(x: torch.Tensor, where: torch.Tensor) -> float:
