@@ -334,7 +334,7 @@ def test_grouped_attention_names_a_copy_of_the_key_value_heads(copying, op, caps
         capsys,
         "the values are right, but k or v was copied out to the H query heads: new tensors shaped like keys",
         "times what k and v hold, (B, G, S, d) = (2, 2, 6, 16) each",
-        f"made by PyTorch's `{op}`, which your code called",
+        f"made inside PyTorch by `{op}`: repeat_interleave",
         "reshape q to (B, G, (H // G) * T, d)",
         "case 5 of 7",
     )
@@ -470,3 +470,16 @@ def test_grouped_attention_leaves_the_inputs_alone(capsys):
         return ga_broadcast(q * math.sqrt(q.shape[-1]), k, v)
 
     checker_fails(check_grouped_attention, in_place, capsys, "in place")
+
+
+def test_apply_rope_in_place_hint_names_stack_or_clone(capsys):
+    def rotated_in_place(x, positions):
+        d = x.shape[-1]
+        theta = 10000.0 ** (-torch.arange(0, d, 2) / d)  # (d/2,)
+        angle = positions[:, None] * theta  # (T, d/2)
+        even, odd = x[..., 0::2].clone(), x[..., 1::2].clone()
+        x[..., 0::2] = even * torch.cos(angle) - odd * torch.sin(angle)  # written into the input
+        x[..., 1::2] = even * torch.sin(angle) + odd * torch.cos(angle)
+        return x
+
+    checker_fails(check_apply_rope, rotated_in_place, capsys, "changed its input `x` in place", "torch.stack")

@@ -59,6 +59,10 @@ def _rope_cases() -> list[Case]:
                 args=(x, positions),
                 arg_names=("x", "positions"),
                 expected=apply_rope(x, positions),
+                info={
+                    "in_place_advice": "build a new tensor (e.g. torch.stack of the two rotated halves, or start "
+                    "from x.clone())"
+                },
             )
         )
     return cases
@@ -474,7 +478,8 @@ def _compare_grouped_without_copies(watched: _Watched, got, case: Case) -> str |
         f"the values are right, but k or v was copied out to the H query heads: new tensors shaped like keys or "
         f"values hold {copied} numbers, {copied / (2 * B * G * S * d):.1f} times what k and v hold, "
         f"(B, G, S, d) = {(B, G, S, d)} each "
-        f"(the largest, of shape {shape}, made by PyTorch's `{op}`, which your code called)\n"
+        f"(the largest, of shape {shape}, made inside PyTorch by `{op}`: repeat_interleave, "
+        "expand(...).reshape and matmul's broadcasting of k or v all copy through it)\n"
         "hint: repeat, repeat_interleave, indexing by head, cat and expand(...).reshape all copy k and v out "
         "to the H query heads, and so does broadcasting them as (B, G, 1, S, d), since matmul copies a "
         "broadcast batch axis out to full size; reshape q to (B, G, (H // G) * T, d) instead, so that "
