@@ -61,9 +61,10 @@ def compare_speeds(steps: dict[str, Callable[[], object]], rounds: int = 7, repe
     Every step is called once to warm up; then, ``rounds`` times, each step gets the median of
     ``repeat`` calls (:func:`seconds`). Round ``r`` starts ``r`` steps further down the list (the order
     rotates), so no step always runs first; each still runs after the same neighbour in the list (a
-    rotation keeps the cyclic order), so an effect of what ran just before is not paired away. Returns, per
-    step, the median over the rounds, the lowest and highest round, every round in order, in milliseconds, and its place in
-    each round (0 = first): ``{"median_ms", "low_ms", "high_ms", "rounds", "round_ms", "round_place"}``;
+    rotation keeps the cyclic order), so an effect of what ran just before is not paired away. Returns,
+    per step, the median over the rounds, the lowest and highest round, every round in order, in
+    milliseconds, and its place in each round (0 = first):
+    ``{"median_ms", "low_ms", "high_ms", "rounds", "round_ms", "round_place"}``;
     two steps' ``round_ms`` pair up by round (the same moment of the machine), so a ratio can be read
     round by round.
     """
