@@ -361,7 +361,10 @@ def merge_in_place(heads):
         (lambda h: torch.cat([t for t in h], dim=1), "the heads are axis 1"),
         (lambda h: torch.cat(h.unbind(1)[::-1], dim=-1), "the heads are in reverse order"),
         (lambda h: torch.cat(h.split(1, dim=1), dim=-1), "keeps a head axis of size 1 in every piece"),
-        (lambda h: torch.stack(h.unbind(1), dim=2), "torch.stack adds a new axis"),
+        (lambda h: torch.stack(h.unbind(1), dim=3), "torch.stack adds a new axis"),
+        # (B, T, H, d_head), by either route: named by its shape (a learner's review)
+        (lambda h: torch.stack(h.unbind(1), dim=2), "that is (B, T, H, d_head), one axis too many"),
+        (lambda h: h.permute(0, 2, 1, 3), "flatten the last two into the H·d_head features"),
         (raises, "raised ValueError"),
         (returns_none, "returned None"),
         (lambda h: merge_reshape(h).numpy(), "is a NumPy array"),

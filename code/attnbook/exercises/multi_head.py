@@ -180,7 +180,7 @@ def _merge_mistakes(x: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
                 torch.stack(each, dim=d),
                 "torch.stack adds a new axis; torch.cat(..., dim=-1) joins the heads along the features",
             )
-            for d in (2, 3)
+            for d in (3,)  # dim=2 gives (B, T, H, d_head): _compare_merge names that shape
         ],
         (
             torch.cat(each[::-1], dim=-1),
@@ -215,6 +215,13 @@ def _compare_merge(got, case: Case) -> str | None:
     if problem is None or not isinstance(got, torch.Tensor):
         return problem
     (x,) = case.args
+    batch, heads, length, d_head = x.shape
+    if tuple(got.shape) == (batch, length, heads, d_head):  # e.g. a permute with no flatten
+        return (
+            f"{problem}\nhint: that is (B, T, H, d_head), one axis too many: flatten the last two "
+            "into the H·d_head features, .flatten(2) or .reshape(B, T, H * d_head) (torch.cat(..., "
+            "dim=-1) joins the heads without a new axis)"
+        )
     for wrong, hint in _merge_mistakes(x):
         if close(got.detach().float(), wrong):
             return f"{problem}\nhint: {hint}"
