@@ -586,6 +586,27 @@ def test_masked_softmax_names_the_mistake(wrong, fragments, capsys):
     checker_fails(check_masked_softmax, wrong, capsys, *fragments)
 
 
+def ms_largest_allowed(scores, mask):
+    """Stable by hand: subtract the largest allowed score, exp, then zero the masked ones."""
+    largest = scores.masked_fill(~mask, NEG_INF).amax(dim=-1, keepdim=True).nan_to_num(neginf=0.0)
+    exps = (scores - largest).exp() * mask  # a masked score above the largest: inf * 0
+    totals = exps.sum(dim=-1, keepdim=True)
+    return exps / torch.where(totals == 0, torch.ones_like(totals), totals)
+
+
+def test_masked_softmax_names_an_overflow_times_the_mask(capsys):
+    """exp of a dominant masked score overflows, and inf * 0 is NaN (learner review, round 15)."""
+    checker_fails(
+        check_masked_softmax,
+        ms_largest_allowed,
+        capsys,
+        "case 6 of 6",
+        "contains NaN",
+        "exp of a masked score overflowed to inf, and inf × 0 is NaN",
+        "mask the scores before exp",
+    )
+
+
 def test_masked_softmax_in_place_advice_fits_the_exercise(capsys):
     """Changing scores in place: the advice is masked_fill or a clone, not torch.cat."""
     out = checker_fails(check_masked_softmax, ms_in_place, capsys, "masked_fill_", ".clone()")
@@ -675,7 +696,8 @@ def additive_variant(mistake):
         mixing = {"from scores": scores, "unmasked context": unmasked}.get(mistake, weights)
         values = keys @ W_k.T if mistake == "projected" else keys
         dim = -1 if mistake == "sum features" else 1
-        context = (mixing.unsqueeze(-1) * values).sum(dim)
+        products = mixing.unsqueeze(-1) * values  # (B, L, d_k)
+        context = products.mean(1) if mistake == "mean" else products.sum(dim)
         return (weights, context) if mistake == "swapped" else (context, weights)
 
     return additive
@@ -724,6 +746,7 @@ AA_WRONG = [
         ["context has shape (3, 5) but expected (3, 6)", "sums over the L keys (dim=1)"],
     ),
     (additive_variant("swapped"), ["order (context, weights)"]),
+    (additive_variant("mean"), ["context values differ", "the weighted sum of the keys, weights @ keys"]),
     (additive_variant("NaN"), ["row 1 has no position it may attend", "case 5 of 5"]),
     (lambda *a: aa_vectorised(*a)[0], ["(the context?)"]),
     (aa_crashes_on_none, ["mask may be None", "case 2 of 5"]),

@@ -140,6 +140,11 @@ def _compare_masked_softmax(got, case: Case) -> str | None:
     hint = _not_weights_hint(got, scores, full)
     if hint:
         return f"{values}\nhint: {hint}"
+    if case.info.get("dominant") and torch.isnan(got).any():
+        return (
+            f"{values}\nhint: exp of a masked score overflowed to inf, and inf × 0 is NaN: "
+            "mask the scores before exp (fill them with float('-inf')), not the exps after it"
+        )
     problem = non_finite_problem(got, expected, case, "weights")
     if problem:
         return problem
@@ -411,7 +416,7 @@ def _compare_additive(got, case: Case) -> str | None:
         )
     problem = compare(context, expected_context, "context")
     if problem:
-        return problem + "\nhint: the weights are right; the context is their average of the keys, weights @ keys"
+        return problem + "\nhint: the weights are right; the context is the weighted sum of the keys, weights @ keys"
     return None
 
 
