@@ -29,7 +29,7 @@ load average before and after and the session's priority, so a busy run shows.
    "Bahdanau, unpacked GRU", is Bahdanau's model with its encoder's GRU fed without packing (the same
    logits, checked, since these batches have no padding): how much of Bahdanau's step is the packed
    GRU's backward pass, which zero-fills a full-size gradient at every step (PyTorch issue 1788).
-3. decoding: the chapter's Transformer trained as there (two passes) decodes the 1 000 test
+3. decoding: the chapter's Transformer trained as there, with foreach Adam (two passes), decodes the 1 000 test
    dates: greedy decoding that reruns the whole model on the prefix at every step; greedy_decode
    (the encoder once, the decoder's inputs cached); beam_search with beams of 1, 2 and 4. Both greedy
    loops stop once every date has produced eos.
