@@ -750,6 +750,30 @@ def test_mask_tokens_correct_solutions_pass_whatever_their_random_numbers(soluti
         assert beyond._compare_masking(solution(*case.args), case) is None, seed
 
 
+def masking_random_ids_unchosen(ids, maskable, mask_id, replacement_ids):
+    """A learner's bug: ``chosen &`` forgotten in the random-replacement line."""
+    chosen = (torch.rand(ids.shape) < 0.15) & maskable  # (B, T)
+    action = torch.rand(ids.shape)  # (B, T)
+    random_ids = replacement_ids[torch.randint(len(replacement_ids), ids.shape)]
+    inputs = torch.where(chosen & (action < 0.8), mask_id, ids)
+    inputs = torch.where((action >= 0.8) & (action < 0.9), random_ids, inputs)
+    return inputs, torch.where(chosen, ids, -100)
+
+
+def test_mask_tokens_random_ids_outside_the_chosen_get_their_own_hint(capsys):
+    """Defect: the hint said targets must cover the random ids, which they did; the bug
+    was the random ids given to about 10 % of the positions that were not chosen."""
+    out = checker_fails(
+        check_mask_tokens,
+        masking_random_ids_unchosen,
+        capsys,
+        "positions that were not chosen",
+        "got a random id",
+        "only where chosen is True",
+    )
+    assert "the positions given a random id have none" not in out
+
+
 def masking_in_place(ids, maskable, mask_id, replacement_ids):
     inputs, targets = masking_notebook(ids, maskable, mask_id, replacement_ids)
     ids.copy_(inputs)

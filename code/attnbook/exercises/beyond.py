@@ -119,8 +119,18 @@ def _choice_problem(inputs, targets, case: Case) -> str | None:
         )
     if not torch.equal(inputs[~chosen], ids[~chosen]):
         changed = (inputs != ids) & ~chosen
+        unchosen = int((maskable & ~chosen).sum())  # maskable positions not chosen
+        count = int(changed.sum())
         hint = ""
-        if not (inputs[changed] == mask_id).any():
+        if count > int(chosen.sum()) or count > 0.05 * unchosen:  # not chosen, changed
+            became = "were changed" if (inputs[changed] == mask_id).any() else "got a random id"
+            hint = (
+                f"\nhint: {count} positions that were not chosen "
+                f"({int(chosen.sum())} were) {became}: apply each replacement "
+                "only where chosen is True, e.g. chosen & (action >= 0.8) & "
+                "(action < 0.9) for the 10 % given a random id"
+            )
+        elif not (inputs[changed] == mask_id).any():
             hint = (
                 "\nhint: every [MASK] has its target, but the positions given a "
                 "random id have none: targets must cover every chosen position, "

@@ -335,7 +335,8 @@ def _compare_sdpa(got, case: Case) -> str | None:
             "weights @ v from the cleaned weights (after the NaN of a fully masked "
             "row became 0), not from the weights before the clean-up"
         )
-    return problem and f"{problem}\nhint: the weights are right; the output is their weighted sum of the values, weights @ v"
+    hint = "the weights are right; the output is their weighted sum of the values, weights @ v"
+    return problem and f"{problem}\nhint: {hint}"
 
 
 @checker(
