@@ -859,6 +859,11 @@ def bahdanau_variant(mistake):
         if mistake == "softmax logits":
             logits = torch.softmax(logits, -1)
         returned = hidden if mistake == "returns s_(i-1)" else new
+        if mistake == "re-attends":  # the circular mix: attention again, from s_i
+            part = (new @ W_a.T).unsqueeze(1) + annotations @ U_a.T
+            scores = (torch.tanh(part) @ v_a).masked_fill(~mask, NEG_INF)
+            weights = torch.softmax(scores, dim=-1)
+            context = (weights.unsqueeze(1) @ annotations).squeeze(1)
         return logits, returned, context, weights
 
     return step
@@ -907,6 +912,10 @@ BS_WRONG = [
     (
         bahdanau_variant("returns s_(i-1)"),  # defect: no hint before
         ["this is the previous state s_(i-1): return the new one"],
+    ),
+    (
+        bahdanau_variant("re-attends"),  # learner review, round 15: no hint before
+        ["weights values differ", "these weights score the new state s_i"],
     ),
     (lambda *a: bs_reference(*a)[:3], ["a tuple of 3 items but expected 4"]),
     (lambda *a: tuple(x.long() for x in bs_reference(*a)), ["dtype torch.int64"]),

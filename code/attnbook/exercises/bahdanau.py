@@ -678,8 +678,27 @@ def _compare_step(got, case: Case) -> str | None:
             f"{problem}\nhint: score the *previous* state s_(i-1), before the GRU step: the context is an "
             "input of that step, so it must exist first"
         )
+    if not close(got["weights"], expected["weights"]) and close(
+        got["weights"], _reattended_weights(case.args, expected["hidden"])
+    ):
+        return (
+            f"{problem}\nhint: these weights score the new state s_i (attention run again after the step): "
+            "return the weights and context computed from s_(i-1), the ones the step used"
+        )
     hint = mistake_hint(got, expected, _bahdanau_step, case.args, _STEP_MISTAKES)
     return problem if hint is None else f"{problem}\nhint: {hint}"
+
+
+def _reattended_weights(args, new_hidden) -> torch.Tensor:
+    """The weights of attention run again from the right new state s_i, after the step.
+
+    The circular mix of the two orders: attend from s_(i-1), step, then score s_i and
+    return those weights.
+    """
+    _, _, annotations, mask, _, W_a, U_a, v_a, _ = args
+    with torch.no_grad():
+        part = (new_hidden @ W_a.T).unsqueeze(1) + annotations @ U_a.T  # (B, S, N)
+        return masked_softmax(torch.tanh(part) @ v_a, mask)  # (B, S)
 
 
 def _first_wrong_item(got: dict, expected: dict, order: tuple, mask) -> str | None:
