@@ -314,7 +314,7 @@ class FirstSteps(NamedTuple):
         logit_grads: every step: the norm of dL/dz, z the logits.
         h1_grads: every step: the norm of dL/dh_1, h_1 the lowest layer's output.
         spreads: watched: the prediction's spread (0: one prediction everywhere).
-        varying: watched: the share that varies of the encoder's output, then each decoder layer's.
+        varying: watched: the varying fraction of the encoder's output, then each decoder layer's.
         sums: watched: each residual sum's (f's shared, x's varying, x's shared).
         adam: steps 1, 2, 20 and the last: an :class:`AdamStep`.
         travel: steps 1, 5, 20 and the last: the median distance of the weights from their start.
@@ -354,7 +354,7 @@ def _shared_and_varying(x: torch.Tensor, f: torch.Tensor, where: torch.Tensor) -
 
 def _probe(model: Transformer, batch: data.Batch, symbols: list[int]) -> tuple:
     """Run ``model`` on ``batch``, teacher-forced, and return the prediction's spread (the largest sd
-    of a symbol's probability across the real target positions), the share that varies of the
+    of a symbol's probability across the real target positions), the varying fraction of the
     encoder's output and of each decoder layer's, and the parts of each residual sum (2 per encoder
     layer, then 3 per decoder layer)."""
     real = batch.tgt_out != 0  # (B, T): the real target positions
