@@ -696,9 +696,9 @@ def _reattended_weights(args, new_hidden) -> torch.Tensor:
     return those weights.
     """
     _, _, annotations, mask, _, W_a, U_a, v_a, _ = args
-    with torch.no_grad():
-        part = (new_hidden @ W_a.T).unsqueeze(1) + annotations @ U_a.T  # (B, S, N)
-        return masked_softmax(torch.tanh(part) @ v_a, mask)  # (B, S)
+    with torch.no_grad():  # the additive scoring of Exercise 2.2, from s_i
+        _, weights = _additive_reference(new_hidden, annotations, W_a, U_a, v_a, mask)
+    return weights  # (B, S)
 
 
 def _first_wrong_item(got: dict, expected: dict, order: tuple, mask) -> str | None:
