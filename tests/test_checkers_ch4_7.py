@@ -691,6 +691,9 @@ def masking(
             "one": lambda: replacement_ids[torch.randint(r, (1,))],
             "mapped": lambda: replacement_ids[(ids * 7) % len(replacement_ids)],
             "any": lambda: torch.randint(0, 42, ids.shape),
+            "below the top": lambda: torch.randint(  # randint's high is excluded
+                int(replacement_ids.min()), int(replacement_ids.max()), ids.shape
+            ),
         }
         random_ids = draws[replace]().expand(batch, length)
         inputs = torch.where(chosen & (action < shares[0]), mask_id, ids)
@@ -791,6 +794,8 @@ def masking_in_place(ids, maskable, mask_id, replacement_ids):
         (masking(replace="mapped"), "the random id depends on the original one"),
         (masking(replace="three"), "3 of its 36 ids appeared"),
         (masking(replace="one"), "1 of its 36 ids appeared"),
+        (masking(replace="below the top"), "never included 39"),  # learner review
+        (masking(replace="below the top"), "never high itself"),
         # the form of the answer
         (masking(dtype=torch.float32), "F.cross_entropy needs integer targets"),
         (masking(dtype=torch.int32), "targets has dtype torch.int32"),

@@ -262,6 +262,15 @@ def _drawn_problem(originals, drawn, replacements) -> str | None:
             "of replacement_ids equally likely: "
             "replacement_ids[torch.randint(len(replacement_ids), ids.shape)]"
         )
+    top = replacements.argmax()  # randint(low, high) never draws high itself
+    if mean >= 8 and counts[top] == 0:  # a uniform draw misses it about once in 3 000
+        return (
+            f"the random ids never included {int(replacements[top])}, the largest of "
+            f"replacement_ids, among {len(drawn)} random replacements (about {mean:.0f} "
+            "expected)\nhint: torch.randint(low, high) draws up to high - 1, never "
+            "high itself: index instead, "
+            "replacement_ids[torch.randint(len(replacement_ids), ids.shape)]"
+        )
     repeated = sum(
         int(drawn[originals == original].unique(return_counts=True)[1].max()) for original in originals.unique()
     )
