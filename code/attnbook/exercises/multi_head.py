@@ -104,6 +104,16 @@ def _compare_split(got, case: Case) -> str | None:
     for wrong, hint in _mistakes(x, heads):
         if isinstance(got, torch.Tensor) and close(got.detach().float(), wrong):
             return f"{problem}\nhint: {hint}"
+    d_head = x.size(2) // heads
+    if isinstance(got, torch.Tensor) and got.dim() == 4 and tuple(got.shape[:3]) == (x.size(0), heads, x.size(1)):
+        width = got.size(3)  # the features each head got
+        if width != d_head and heads * width <= x.size(2):
+            blocks = torch.stack([x[..., i * width : (i + 1) * width] for i in range(heads)], dim=1)
+            if close(got.detach().float(), blocks):
+                return (
+                    f"{problem}\nhint: each head got {width} features; a head holds d_head = d_model / "
+                    f"num_heads = {d_head}: slice x[..., i·d_head:(i+1)·d_head]"
+                )
     return problem
 
 
