@@ -917,6 +917,13 @@ BS_WRONG = [
         bahdanau_variant("re-attends"),  # learner review, round 15: no hint before
         ["weights values differ", "these weights score the new state s_i"],
     ),
+    (  # learner review: only a shape message before
+        lambda *a: (lambda lo, hi, c, w: (lo, hi, w, c))(*bs_reference(*a)),
+        [
+            "returned in the order (logits, hidden, weights, context)",
+            "return them as (logits, hidden, context, weights)",
+        ],
+    ),
     (lambda *a: bs_reference(*a)[:3], ["a tuple of 3 items but expected 4"]),
     (lambda *a: tuple(x.long() for x in bs_reference(*a)), ["dtype torch.int64"]),
     (lambda *a: bs_reference(*a)[:3] + (bs_reference(*a)[3] > 0,), ["weights has dtype torch.bool"]),

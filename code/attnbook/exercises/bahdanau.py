@@ -658,6 +658,11 @@ _STEP_ORDER = ("weights", "context", "hidden", "logits")
 
 def _compare_step(got, case: Case) -> str | None:
     problem = compare(got, case.expected, "the output", item_names=_STEP_ITEMS)
+    if problem is not None and (order := _returned_order(got, case.expected)):
+        return (
+            f"{problem}\nhint: the right values, returned in the order ({', '.join(order)}); "
+            f"return them as ({', '.join(_STEP_ITEMS)})"
+        )
     got = named_tensors(got, _STEP_ITEMS)
     if problem is None or got is None:
         return problem
@@ -687,6 +692,24 @@ def _compare_step(got, case: Case) -> str | None:
         )
     hint = mistake_hint(got, expected, _bahdanau_step, case.args, _STEP_MISTAKES)
     return problem if hint is None else f"{problem}\nhint: {hint}"
+
+
+def _returned_order(got, expected) -> tuple[str, ...] | None:
+    """The names in the order ``got`` returned the right values, if it returned them all
+    in another order; else None."""
+    if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+        return None
+    order = []
+    for item in got:
+        names = [
+            name
+            for name, value in zip(_STEP_ITEMS, expected)
+            if isinstance(item, torch.Tensor) and item.shape == value.shape and close(item, value)
+        ]
+        if len(names) != 1:
+            return None
+        order.append(names[0])
+    return tuple(order) if len(set(order)) == len(order) and tuple(order) != _STEP_ITEMS else None
 
 
 def _reattended_weights(args, new_hidden) -> torch.Tensor:
