@@ -371,10 +371,12 @@ def test_grouped_attention_asks_for_the_attention_written_out(capsys):
 
 def test_grouped_attention_prints_one_pass_line(capsys):
     out = checker_passes(check_grouped_attention, ga_rows, capsys)
-    assert out == (
+    assert max(len(line) for line in out.splitlines()) <= 88, out  # the site's code column
+    expected = (
         "✓ grouped-query attention without copies: all 7 cases passed (G = 1, 2, 3 key/value heads for 3 to 9 "
-        "query heads, G = H, S != T, one query (T = 1), d from 2 to 16; no copy of k or v for the query heads).\n"
+        "query heads, G = H, S != T, one query (T = 1), d from 2 to 16; no copy of k or v for the query heads)."
     )
+    assert " ".join(out.split()) == expected
 
 
 def ga_mistaken(q, k, v, order="//", scale="sqrt", softmax_dim=-1, merge="direct", causal=False):

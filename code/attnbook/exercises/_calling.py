@@ -111,7 +111,7 @@ def _inputs_changed(case: Case, snapshots: dict) -> str | None:
                 advice = "work on a .copy(), or write the result into a new array"
             else:  # a checker may give advice that fits its exercise (case.info)
                 advice = case.info.get("in_place_advice") or (
-                    "build a new result (e.g. with torch.cat, or work on a .clone())"
+                    "build a new result: write x = x * y, not x *= y or x.mul_(y), or work on a .clone()"
                 )
             return f"changed its input `{name}` in place; leave the inputs as they are and " + advice
     return None

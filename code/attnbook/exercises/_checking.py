@@ -8,7 +8,8 @@ calls :func:`run_checks`, which
 2. compares what came back with the reference using :func:`compare` (or a checker's own
    comparison, which can give more specific hints),
 3. stops at the first failing case and prints one ``✗`` message saying what went wrong
-   and on which inputs, or prints one ``✓`` line when every case passed.
+   and on which inputs, or prints one ``✓`` line (wrapped at 88 characters, the site's code
+   column) when every case passed.
 
 Messages look like this::
 
@@ -34,6 +35,7 @@ tiny model that follows the course's model protocol, for checking decoding funct
 """
 
 import functools
+import textwrap
 from collections.abc import Callable
 
 from attnbook.exercises._calling import Case, call_safely, describe_exception
@@ -148,7 +150,8 @@ def run_checks(
             _print_failure(title, problem, f"case {number} of {len(cases)}: {case.description}")
             return False
     passed = "the one case passed" if len(cases) == 1 else f"all {len(cases)} cases passed"
-    print(f"✓ {title}: {passed} ({summary})." if summary else f"✓ {title}: {passed}.")
+    line = f"✓ {title}: {passed} ({summary})." if summary else f"✓ {title}: {passed}."
+    print(textwrap.fill(line, width=88, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
     return True
 
 
