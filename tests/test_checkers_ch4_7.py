@@ -959,6 +959,46 @@ def running_one_maximum(q, k, v, block_size):
         return a / ell
 
 
+def running_block_maximum(q, k, v, block_size):
+    """Learner review: each block's own maximum, np.maximum(m, ...) forgotten; exact for
+    small scores, inf / inf when a later block's scores lie far below an earlier one's."""
+    with np.errstate(all="ignore"):
+        m, ell, a = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
+        for start in range(0, len(k), block_size):
+            s = q @ k[start : start + block_size].T / np.sqrt(q.shape[1])
+            m_new = s.max(axis=1, keepdims=True)
+            p = np.exp(s - m_new)
+            ell = ell * np.exp(m - m_new) + p.sum(axis=1, keepdims=True)
+            a = a * np.exp(m - m_new) + p @ v[start : start + block_size]
+            m = m_new
+        return a / ell
+
+
+def running_m_not_carried(q, k, v, block_size):
+    """Learner review: m = m_new forgotten, so m stays -inf."""
+    m, ell, a = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
+    for start in range(0, len(k), block_size):
+        s = q @ k[start : start + block_size].T / np.sqrt(q.shape[1])
+        m_new = np.maximum(m, s.max(axis=1, keepdims=True))
+        p = np.exp(s - m_new)
+        ell = ell * np.exp(m - m_new) + p.sum(axis=1, keepdims=True)
+        a = a * np.exp(m - m_new) + p @ v[start : start + block_size]
+    return a / ell
+
+
+def running_no_keepdims(q, k, v, block_size):
+    """Learner review: keepdims forgotten: a NumPy broadcasting error."""
+    m, ell, a = np.full(len(q), -np.inf), np.zeros(len(q)), np.zeros((len(q), v.shape[1]))
+    for start in range(0, len(k), block_size):
+        s = q @ k[start : start + block_size].T / np.sqrt(q.shape[1])
+        m_new = np.maximum(m, s.max(axis=1))
+        p = np.exp(s - m_new)
+        ell = ell * np.exp(m - m_new) + p.sum(axis=1)
+        a = a * np.exp(m - m_new)[:, None] + p @ v[start : start + block_size]
+        m = m_new
+    return a / ell[:, None]
+
+
 def attend(q, k, v):
     """Plain attention in NumPy: the output only."""
     return numpy_attention.scaled_dot_product_attention(q, k, v)[0]
@@ -980,7 +1020,10 @@ def running_in_place(q, k, v, block_size):
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "a not rescaled"), "multiply a by exp(m - m') too"),
         (running_not_rescaled, "multiply the old ell and a by exp(m - m')"),
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "ell not rescaled"), "multiply ell by exp(m - m') too"),
-        (running_one_maximum, "keep one m per query, shape (L_q, 1)"),
+        (running_one_maximum, "one maximum for all queries makes ell = 0"),
+        (running_block_maximum, "a block's own maximum makes exp(m - m') overflow"),
+        (running_m_not_carried, "after each block set m = m'"),
+        (running_no_keepdims, "keep the reduced axis"),
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "not divided"), "divide the weighted sum"),
         (lambda q, k, v, b: attend(q, k[-b:], v[-b:]), "attention to the last block only"),
         (running_no_maximum, "exp overflowed"),

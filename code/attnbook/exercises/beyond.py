@@ -366,13 +366,16 @@ def _blockwise(q, k, v, block, mistake):
     """The running softmax with one ``mistake``: ``"not rescaled"`` (neither old sum
     times exp(m - m')), ``"ell not rescaled"``, ``"a not rescaled"``, ``"not divided"``,
     ``"inverted"`` (old sums times exp(m' - m), 0 on the first block), ``"short"``
-    (blocks one key short) or ``"one m"`` (one maximum shared by all queries). The names are
+    (blocks one key short), ``"one m"`` (one maximum shared by all queries) or ``"block max"``
+    (each block's own maximum instead of the running one). The names are
     the chapter's: m, ell (ℓ) and a."""
     m, ell, a = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
     size = block - 1 if mistake == "short" else block
     for start in range(0, len(k), block):
         scores = q @ k[start : start + size].T / np.sqrt(q.shape[1])
         new = np.maximum(m, scores.max(axis=1, keepdims=True))
+        if mistake == "block max":  # the block's own maximum, not the running one
+            new = scores.max(axis=1, keepdims=True)
         if mistake == "one m":  # the largest score of every query so far, for all of them
             new = np.full_like(m, max(m.max(), scores.max()))
         p = np.exp(scores - new)
@@ -412,7 +415,9 @@ def _running_mistakes(q, k, v, block) -> list:
         (_blockwise(q, k, v, block, "not divided"), "divide the weighted sum of values a by ell at the end"),
         (
             scaled_dot_product_attention(q, k[-block:], v[-block:])[0] if block < len(k) else None,
-            "this is attention to the last block only: carry m, ell and a from block to block",
+            "this is attention to the last block only: carry m, ell and a from block to block "
+            "(after each block set m = m'; if m stays -inf, exp(m - m') is 0 and every block "
+            "wipes out the sums before it)",
         ),
         (
             scaled_dot_product_attention(q * np.sqrt(q.shape[1]), k, v)[0],
@@ -454,9 +459,25 @@ def _compare_running(got, case: Case) -> str | None:
                 "new maximum, exp(scores - m'), and multiply the old sums by "
                 "exp(m - m'), which is 0 on the first block, not by exp(m' - m)"
             )
-        with np.errstate(all="ignore"):  # one m for all queries: ell = 0 for some, 0 / 0
-            shared = _blockwise(*case.args, "one m")
-        if np.allclose(got, shared, atol=1e-6, equal_nan=True):
+        with np.errstate(all="ignore"):  # two mistakes that give inf / inf or 0 / 0 here
+            own_max = _blockwise(*case.args, "block max")  # exp(m - m') overflows
+            shared = _blockwise(*case.args, "one m")  # ell = 0 for some queries
+        like_own = np.allclose(got, own_max, atol=1e-6, equal_nan=True)
+        like_shared = np.allclose(got, shared, atol=1e-6, equal_nan=True)
+        running = "m' = np.maximum(m, s.max(axis=1, keepdims=True)), shape (L_q, 1)"
+        if like_own and like_shared:  # this case cannot tell the two apart
+            return (
+                f"{problem}\nhint: keep one running maximum per query, {running}: a block's own "
+                "maximum makes exp(m - m') overflow when a later block's scores lie far below, "
+                "and one maximum for all queries makes ell = 0 for a query far below it"
+            )
+        if like_own:
+            return (
+                f"{problem}\nhint: m' must be the running maximum, np.maximum(m, the block's "
+                "maximum), not the block's own: when a block's scores lie far below an earlier "
+                "block's, exp(m - m') overflows; with the running maximum exp(m - m') <= 1"
+            )
+        if like_shared:
             return (
                 f"{problem}\nhint: one maximum for all queries: a query whose scores lie far "
                 "below it gets exp(s - m) = 0 for every key, so ell = 0 and a / ell is NaN; keep one "
@@ -474,11 +495,22 @@ def _compare_running(got, case: Case) -> str | None:
     return problem
 
 
+def _running_error_hint(problem: str, case: Case) -> str:
+    if "could not be broadcast" in problem:
+        return (
+            "keep the reduced axis: s.max(axis=1, keepdims=True) and p.sum(axis=1, "
+            "keepdims=True) have shape (L_q, 1), one number per query, which broadcasts "
+            "against the block's (L_q, block_size) scores"
+        )
+    return ""
+
+
 @checker(
     "running softmax",
     _running_cases,
     _compare_running,
     summary="block sizes 1 to 16, a short last block, scores in the thousands",
+    error_hint=_running_error_hint,
 )
 def check_running_softmax(fn) -> bool:
     """Check ``fn(q, k, v, block_size) -> out``, ``softmax(q kᵀ / √d_k) v`` computed from blocks of
