@@ -171,6 +171,10 @@ TF_WRONG = [
         lambda t, b, p: tf_cat(t, b, p).masked_fill(t == p, 0),  # defect: no hint before
         ["differs only where targets hold padding (pad_id=9)", "not 0", "case 4 of 5"],
     ),
+    (  # learner review: the padding mask one column early, no hint before
+        lambda t, b, p: tf_cat(t, b, p).masked_fill(torch.cat([t[:, 1:] == p, t[:, :1] != t[:, :1]], 1), p),
+        ["pad_id is one column early", "targets == pad_id"],
+    ),
     (
         lambda t, b, p: tf_cat(t, b, p).float(),
         ["dtype torch.float32 but expected torch.int64", "token ids must be integers"],

@@ -141,8 +141,18 @@ def _shift_hint(got, targets, bos_id: int, pad_id: int) -> str:
     if shifted and not (got[:, 0] == bos_id).all():
         return _first_column_hint(got[:, 0], targets, bos_id, pad_id)
     bos = torch.full_like(targets[:, :1], bos_id)  # (B, 1)
-    wrong = got != torch.cat([bos, targets[:, :-1]], dim=1)
+    right = torch.cat([bos, targets[:, :-1]], dim=1)  # (B, T)
+    wrong = got != right
     padding = targets == pad_id
+    early = torch.cat([padding[:, 1:], torch.zeros_like(padding[:, :1])], dim=1)  # next is pad
+    if (early & ~padding).any() and any(
+        torch.equal(got, right.masked_fill(where, pad_id)) for where in (early, early | padding)
+    ):
+        return (
+            "pad_id is one column early: it sits where the *next* target is padding, so the "
+            "last real token's input is lost; pad where targets itself is padding "
+            "(targets == pad_id), or not at all"
+        )
     if wrong.any() and not (wrong & ~padding).any():
         value = int(got[wrong][0])
         return (
