@@ -92,7 +92,7 @@ def _rope_mistakes(case: Case):
         (
             apply_rope_halves(x, positions),
             "you paired feature i with feature i + d/2 (the 'rotate half' layout); the exercise pairs "
-            "neighbours (2i, 2i+1), as the RoFormer paper",
+            "neighbours (2i, 2i+1), as the RoFormer paper does",
         ),
         (
             apply_rope(x, positions)[..., order],
