@@ -781,6 +781,18 @@ def test_mask_tokens_random_ids_outside_the_chosen_get_their_own_hint(capsys):
     assert "the positions given a random id have none" not in out
 
 
+def masking_random_over_masks(ids, maskable, mask_id, replacement_ids):
+    """Learner review: the random-id step, run after masking, overwrites the [MASK]s."""
+    chosen = (torch.rand(ids.shape) < 0.15) & maskable  # (B, T)
+    action = torch.rand(ids.shape)  # (B, T)
+    inputs = ids.clone()
+    inputs[chosen & (action < 0.8)] = mask_id
+    random_ids = replacement_ids[torch.randint(len(replacement_ids), ids.shape)]
+    overwrite = chosen & (action < 0.9)
+    inputs[overwrite] = random_ids[overwrite]
+    return inputs, torch.where(chosen, ids, -100)
+
+
 def masking_in_place(ids, maskable, mask_id, replacement_ids):
     inputs, targets = masking_notebook(ids, maskable, mask_id, replacement_ids)
     ids.copy_(inputs)
@@ -798,6 +810,7 @@ def masking_in_place(ids, maskable, mask_id, replacement_ids):
         (masking(replace="mapped"), "the random id depends on the original one"),
         (masking(replace="three"), "3 of its 36 ids appeared"),
         (masking(replace="one"), "1 of its 36 ids appeared"),
+        (masking_random_over_masks, "did the random-id step overwrite the masked positions"),
         (masking(replace="below the top"), "never included 39"),  # learner review
         (masking(replace="below the top"), "never high itself"),
         # the form of the answer

@@ -232,6 +232,14 @@ def _replacement_problem(inputs, targets, case: Case) -> str | None:
         )
     chance = 0.1 / len(replacements)  # a random id that happens to be the original one
     expected = {"[MASK]": (as_mask, 0.8), "another id": (random, 0.1 - chance), "unchanged": (kept, 0.1 + chance)}
+    mask_share, random_share = as_mask.sum().item() / n, random.sum().item() / n
+    if mask_share < 0.045 and random_share > 0.5:  # the random ids written over the [MASK]s
+        return (
+            f"of the chosen positions: {shares}; expected about 80 %, 10 % and 10 %\nhint: "
+            "[MASK] is missing: did the random-id step overwrite the masked positions? "
+            "Give each chosen position one action from disjoint ranges of one u: u < 0.8 "
+            "-> mask_id, 0.8 <= u < 0.9 -> a random id, otherwise keep the original"
+        )
     for name, (where, target) in expected.items():
         if abs(where.sum().item() / n - target) > 0.045:
             return (
