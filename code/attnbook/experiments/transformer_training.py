@@ -397,13 +397,18 @@ def first_steps(
     warmup: int = 50,
     layers: int = 6,
     seed: int = 0,
+    forget_momentum_after: int | None = None,
 ) -> FirstSteps:
     """Train the ``warmup`` record's model (:func:`small_transformer`, post-LN or pre-LN) from ``seed``
     for ``steps`` steps (at least 5) with :func:`paper_adam` (``schedule`` to ``peak``), as
     :func:`warmup_training` does, and measure the first steps: the gradient at the lowest decoder
     layer and the chain rule's factors above it, Adam's state on that layer, and, on the held-out
     strings, the prediction's spread, where each layer's output stops varying across positions, and
-    each residual sum's shared and varying parts. Returns a :class:`FirstSteps`."""
+    each residual sum's shared and varying parts. Returns a :class:`FirstSteps`.
+
+    ``forget_momentum_after``: after that step, set Adam's first moment (``exp_avg``) of every weight
+    to 0 once, keeping its second moment and the rate: the moves after it hold no echo of the steps
+    before, only what the new gradients add."""
     if steps < 5:
         raise ValueError(f"steps must be at least 5 (the biases are measured after step 5), got {steps}")
     task = reversal_data()
@@ -470,6 +475,9 @@ def first_steps(
             )
         if scheduler is not None:  # None: a constant rate
             scheduler.step()
+        if step == forget_momentum_after:  # the echo removed: m restarts from the new gradients
+            for state in optimizer.state.values():
+                state["exp_avg"].zero_()
         if step == 5:
             bias_moved = max(
                 float((p.detach() - biases[name]).norm()) for name, p in model.named_parameters() if name in biases
@@ -496,6 +504,64 @@ def first_steps(
         key_biases=keys,
         bias_moved=bias_moved,
     )
+
+
+#: The arms of ``first_steps_seeds``: (norm_first, forget_momentum_after), 100 steps at a constant 1e-2.
+FIRST_STEPS_ARMS = {
+    "post-LN, 1e-2": (False, None),
+    "pre-LN, 1e-2": (True, None),
+    "post-LN, 1e-2, echo removed after step 5": (False, 5),
+}
+
+
+def first_steps_run(arm: str, seed: int) -> dict:
+    """6.2b's probe (:func:`first_steps`, a constant 1e-2) from ``seed``, summed up in numbers.
+
+    Returns, after step 5: the prediction's ``spread_5``; the falls of the lowest decoder layer's
+    gradient and of dL/dh_1 from step 1 (``grad_fall_5``, ``h1_fall_5``) and dL/dz's size against
+    step 1's (``logit_grad_5``); the medians over the 30 residual sums of x's shared over varying
+    part (``ratio_5``), of f's shared part (``f_shared_5``, and ``f_shared_0`` before step 1) and of
+    x's varying part against its start (``x_varying_kept_5``). Then the lowest layer's gradient at
+    step 20, its median over steps 40-80 and at step 100, and the mean loss over steps 91-100.
+    """
+    if arm not in FIRST_STEPS_ARMS:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(FIRST_STEPS_ARMS)}")
+    norm_first, forget = FIRST_STEPS_ARMS[arm]
+    run = first_steps(norm_first, "constant", 100, seed=seed, forget_momentum_after=forget)
+    parts = torch.tensor(run.sums)  # (4, 30, 3): before, after steps 1, 5, 20; f's shared, x's varying, x's shared
+    median = lambda values: float(values.median())  # noqa: E731 - over the 30 sums
+    grads = run.grad_norms
+    return dict(
+        spread_5=run.spreads[2],
+        grad_fall_5=grads[0] / grads[4],
+        h1_fall_5=run.h1_grads[0] / run.h1_grads[4],
+        logit_grad_5=run.logit_grads[4] / run.logit_grads[0],
+        ratio_5=median(parts[2, :, 2] / parts[2, :, 1]),
+        f_shared_0=median(parts[0, :, 0]),
+        f_shared_5=median(parts[2, :, 0]),
+        x_varying_kept_5=median(parts[2, :, 1] / parts[0, :, 1]),
+        grad_20=grads[19],
+        grad_40_80=float(torch.tensor(grads[39:80]).median()),
+        grad_100=grads[99],
+        loss_91_100=sum(run.losses[90:100]) / 10,
+    )
+
+
+register(
+    Experiment(
+        name="first_steps_seeds",
+        run=first_steps_run,
+        arms=tuple(FIRST_STEPS_ARMS),
+        seeds=tuple(range(8)),
+        settings={},
+        replay=dict(arm="pre-LN, 1e-2", seed=0),
+        chapter="chapters/06_transformer/02b_first_steps.ipynb",
+        description="6.2b's first-steps probe over the warmup record's 8 seeds, 100 steps at a constant 1e-2: "
+        "post-LN and pre-LN, and post-LN with Adam's first moment set to 0 once after step 5 "
+        "(the echo of the first steps removed, the rate and the second moment kept): the spread, the gradient's "
+        "fall, dL/dz and dL/dh_1, the residual sums' medians after step 5, and the gradient and loss later on.",
+    )
+)
 
 
 def confidence(model: nn.Module, examples: list, src_vocab: data.Vocab, tgt_vocab: data.Vocab) -> dict:
