@@ -151,7 +151,8 @@ class RNNDecoder(nn.Module):
 class Decoder(RNNDecoder):
     """Cho et al.'s conditional GRU decoder: the context vector ``c`` enters every step.
 
-    ``s_0 = tanh(W_init c)``, ``s_t = GRU([E y_{t-1}; c], s_{t-1})``, ``logits_t = W_out [s_t; c; E y_{t-1}]``.
+    ``s_0 = tanh(W_init c + b_init)``, ``s_t = GRU([E y_{t-1}; c], s_{t-1})``,
+    ``logits_t = W_o [s_t; c; E y_{t-1}] + b_o``.
 
     Args:
         vocab_size, embed_dim, hidden_size: ``V``, ``E``, ``H``. encoder_size: ``C``. pad_id: padding id.
@@ -166,13 +167,13 @@ class Decoder(RNNDecoder):
 
     def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, encoder_size: int, pad_id: int = 0) -> None:
         super().__init__(vocab_size, embed_dim, hidden_size, encoder_size, pad_id)
-        self.init = nn.Linear(encoder_size, hidden_size)  # W_init
+        self.init = nn.Linear(encoder_size, hidden_size)  # W_init and b_init
         self.gru = nn.GRU(embed_dim + encoder_size, hidden_size, batch_first=True)
-        self.out = nn.Linear(hidden_size + encoder_size + embed_dim, vocab_size)  # W_out
+        self.out = nn.Linear(hidden_size + encoder_size + embed_dim, vocab_size)  # W_o and b_o
 
     def start(self, annotations: Tensor, final: Tensor, src_mask: Tensor) -> DecoderState:
         checks.shapes("Decoder", dict(C=self.encoder_size), final=(final, "B C"))
-        return DecoderState(context=final, hidden=torch.tanh(self.init(final)))  # c and s_0 = tanh(W_init c)
+        return DecoderState(context=final, hidden=torch.tanh(self.init(final)))  # c and s_0 = tanh(W_init c + b_init)
 
     def step(self, state: DecoderState, prev: Tensor) -> Step:
         embedded = self.embedding(prev)  # (B, E)
