@@ -1281,7 +1281,7 @@ def window_floor_sigma_torch(position, length, D):
 
 
 LW_WRONG = [
-    (lambda p, n, D: window(p, n, D, sigma=D), ["sigma is D; Luong et al. use sigma = D / 2"]),
+    (lambda p, n, D: window(p, n, D, sigma=D), ["you used sigma = D; Luong et al. use sigma = D / 2"]),
     (
         lambda p, n, D: window(p, n, D, sigma=D // 2),  # defect: no hint before
         ["raised ZeroDivisionError", "D // 2 rounds it down to 0", "case 4 of 5"],

@@ -306,6 +306,14 @@ def split_in_place(x, num_heads):
         (lambda x, h: list(x.chunk(h, -1)), "hint: torch.stack the slices along dim=1 into one tensor"),
         (lambda x, h: torch.stack(x.chunk(h, -1)[::-1], dim=1), "the heads are in reverse order"),
         (lambda x, h: torch.stack([x[..., i::h] for i in range(h)], 1), "slice x[..., i·d_head:(i+1)·d_head]"),
+        (  # learner review: the positions sliced instead of the features
+            lambda x, h: torch.stack([x[:, i * (x.size(-1) // h) : (i + 1) * (x.size(-1) // h)] for i in range(h)], 1),
+            "slice the last axis, x[..., i * d_head:(i + 1) * d_head]",
+        ),
+        (  # learner review: i + 1 * d_head, a precedence slip
+            lambda x, h: torch.stack([x[..., i * (x.size(-1) // h) : i + 1 * (x.size(-1) // h)] for i in range(h)], 1),
+            "without the parentheses, is i + d_head",
+        ),
         (  # learner review: slices num_heads wide instead of d_head
             lambda x, h: torch.stack([x[..., i * h : (i + 1) * h] for i in range(h)], 1),
             "each head got 2 features; a head holds d_head = d_model / num_heads = 4",

@@ -997,7 +997,7 @@ def test_local_p_window_accepts_lists_and_tensors(capsys):
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (lambda p, n, D: _window(p, n, D, sigma_factor=1.0), "sigma is D; Luong et al. use sigma = D / 2"),
+        (lambda p, n, D: _window(p, n, D, sigma_factor=1.0), "you used sigma = D; Luong et al. use sigma = D / 2"),
         (lambda p, n, D: _window(p, n, D, cut=lambda distance, D: True), "must get exactly 0"),
         (lambda p, n, D: _window(p, n, D, cut=lambda distance, D: distance < D), "(not < D)"),
         (lambda p, n, D: _window(p, n - 1, D), "the factors"),

@@ -318,7 +318,7 @@ def _window_mistakes(p: float, length: int, D: int) -> list:
     """(wrong factors, hint) for the typical mistakes, on this case's inputs."""
     window = f"[p_t - D, p_t + D] = [{p - D:g}, {p + D:g}]"
     mistakes = [
-        (dict(sigma=D), "sigma is D; Luong et al. use sigma = D / 2"),
+        (dict(sigma=D), "you used sigma = D; Luong et al. use sigma = D / 2"),
         (dict(sigma=D // 2), f"sigma = D / 2 = {D / 2:g} here; D // 2 rounds it down to {D // 2}: use /, not //"),
         (dict(cut="none"), f"positions outside {window} must get exactly 0"),
         (dict(cut="<"), "the window includes its ends: keep positions with |s - p_t| <= D (not < D)"),

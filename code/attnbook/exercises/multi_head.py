@@ -117,10 +117,23 @@ def _compare_split(got, case: Case) -> str | None:
     return problem
 
 
+def _split_error_hint(problem: str, case: Case) -> str:
+    """A hint for slices that torch.stack cannot join: not all of shape (B, T, d_head)."""
+    if "stack expects each tensor to be equal size" not in problem:
+        return ""
+    x, heads = case.args
+    return (
+        f"the slices must all be (B, T, d_head) = {(x.size(0), x.size(1), x.size(2) // heads)}: slice the "
+        "last axis, x[..., i * d_head:(i + 1) * d_head] (x[:, a:b] slices the positions; "
+        "i + 1 * d_head, without the parentheses, is i + d_head)"
+    )
+
+
 @checker(
     "split heads",
     _split_cases,
     _compare_split,
+    error_hint=_split_error_hint,
     summary="B, T, d_head and the number of heads all different; one head; one feature per head; a batch of one",
 )
 def check_split_heads(fn) -> bool:
