@@ -121,12 +121,18 @@ def train_lm(model: nn.Module, length: int, passes: int, seed: int, each_pass=No
     return results
 
 
-def block_run(arm: str, seed: int, passes: int = 8, lr: float = 3e-3) -> dict:
-    """``arm``'s block trained from ``seed`` at Adam's ``lr``; held-out loss per character after each pass."""
+def trained_block(arm: str, seed: int, passes: int = 8, lr: float = 3e-3) -> tuple[nn.Module, list[float]]:
+    """``arm``'s block trained from ``seed`` at Adam's ``lr``, and its held-out loss per character after
+    each pass."""
     torch.manual_seed(seed)
     model = block_model(arm)
     test = stream_windows(family_data().test_texts, 64)
-    losses = train_lm(model, 64, passes, seed, lambda m: window_losses(m, test)[0], lr=lr)
+    return model, train_lm(model, 64, passes, seed, lambda m: window_losses(m, test)[0], lr=lr)
+
+
+def block_run(arm: str, seed: int, passes: int = 8, lr: float = 3e-3) -> dict:
+    """:func:`trained_block`'s held-out loss after each pass, and the block's parameter count."""
+    model, losses = trained_block(arm, seed, passes, lr)
     return dict(test_loss=losses, parameters=sum(p.numel() for p in model.parameters()))
 
 
