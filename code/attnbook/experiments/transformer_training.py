@@ -406,9 +406,11 @@ def first_steps(
     strings, the prediction's spread, where each layer's output stops varying across positions, and
     each residual sum's shared and varying parts. Returns a :class:`FirstSteps`.
 
-    ``forget_momentum_after``: after that step, set Adam's first moment (``exp_avg``) of every weight
-    to 0 once, keeping its second moment and the rate: the moves after it hold no echo of the steps
-    before, only what the new gradients add."""
+    ``forget_momentum_after``: after that step ``k``, set Adam's first moment (``exp_avg``) of every
+    weight to 0 once, keeping its second moment and the rate: the moves after it hold no echo of the
+    steps before. Adam's bias correction still counts from step 1, so the new gradients also count for
+    less for a while: ``(1 - b1^(t - k)) / (1 - b1^t)`` of their share at step ``t`` (0.21 at ``k + 1``,
+    0.9 by ``k + 15`` for b1 = 0.9)."""
     if steps < 5:
         raise ValueError(f"steps must be at least 5 (the biases are measured after step 5), got {steps}")
     task = reversal_data()
