@@ -407,10 +407,10 @@ def first_steps(
     each residual sum's shared and varying parts. Returns a :class:`FirstSteps`.
 
     ``forget_momentum_after``: after that step ``k``, set Adam's first moment (``exp_avg``) of every
-    weight to 0 once, keeping its second moment and the rate: the moves after it hold no echo of the
-    steps before. Adam's bias correction still counts from step 1, so the new gradients also count for
-    less for a while: ``(1 - b1^(t - k)) / (1 - b1^t)`` of their share at step ``t`` (0.21 at ``k + 1``,
-    0.9 by ``k + 15`` for b1 = 0.9)."""
+    weight to 0 once, keeping its second moment: the moves after it hold no echo of the steps before.
+    The first moment's bias correction restarts with it (at step ``t > k``, ``m / (1 - b1^(t - k))``
+    instead of ``m / (1 - b1^t)``, done by scaling that step's rate), so the new gradients count in
+    full, as in a fresh Adam's first steps; the second moment keeps its history and its correction."""
     if steps < 5:
         raise ValueError(f"steps must be at least 5 (the biases are measured after step 5), got {steps}")
     task = reversal_data()
@@ -457,7 +457,15 @@ def first_steps(
         if step == 1:
             top_over_lowest = float(layer_grad(top).norm() / grad.norm())
         before = weights()  # (n,)
+        rates = [group["lr"] for group in optimizer.param_groups]
+        if forget_momentum_after is not None and step > forget_momentum_after:
+            beta1 = optimizer.param_groups[0]["betas"][0]  # m's correction restarted at k
+            restart = (1 - beta1**step) / (1 - beta1 ** (step - forget_momentum_after))
+            for group in optimizer.param_groups:
+                group["lr"] *= restart
         optimizer.step()
+        for group, rate in zip(optimizer.param_groups, rates):
+            group["lr"] = rate
         after = weights()  # (n,)
         if step in (1, 5, 20, steps):
             travel[step] = float((after - start).abs().median())
@@ -559,9 +567,10 @@ register(
         replay=dict(arm="pre-LN, 1e-2", seed=0),
         chapter="chapters/06_transformer/02b_first_steps.ipynb",
         description="6.2b's first-steps probe over the warmup record's 8 seeds, 100 steps at a constant 1e-2: "
-        "post-LN and pre-LN, and post-LN with Adam's first moment set to 0 once after step 5 "
-        "(the echo of the first steps removed, the rate and the second moment kept): the spread, the gradient's "
-        "fall, dL/dz and dL/dh_1, the residual sums' medians after step 5, and the gradient and loss later on.",
+        "post-LN and pre-LN, and post-LN with Adam's first moment set to 0 once after step 5 and its bias "
+        "correction restarted (the echo of the first steps removed, the second moment kept): the spread, the "
+        "gradient's fall, dL/dz and dL/dh_1, the residual sums' medians after step 5, and the gradient and "
+        "loss later on.",
     )
 )
 
