@@ -165,6 +165,8 @@ def test_rms_norm_accepts_correct_solutions(solution, capsys):
         (lambda x: x / x.pow(2).mean(-1, keepdim=True), "square root"),
         (lambda x: x / x.norm(dim=-1, keepdim=True), "not their sum"),
         (lambda x: x / torch.sqrt(x.pow(2).mean(0, keepdim=True) + 1e-6), "the last axis"),
+        (lambda x: x / torch.sqrt(x.pow(2).mean(1, keepdim=True) + 1e-6), "runs over axis 1"),  # 3 axes
+        (lambda x: x / torch.sqrt(x.pow(2).mean(-2, keepdim=True) + 1e-6), "the last axis (dim=-1)"),
         (lambda x: x.pow(2).mean(-1).sqrt(), "shape"),
         (lambda x: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + 1e-6), "eps goes inside the root"),
         (lambda x: x / x.pow(2).mean(-1, keepdim=True).sqrt(), "add eps = 1e-6 inside the root"),

@@ -208,7 +208,13 @@ def _rms_mistakes(case: Case):
             "the mean of the squares (divide their sum by d), not their sum (x.norm() is the root of the sum)",
         ),
         (x / x.pow(2).mean(-1, keepdim=True), "divide by the square root of the mean of squares"),
-        (x / torch.sqrt(x.pow(2).mean(0, keepdim=True) + 1e-6), "normalise over the features (the last axis)"),
+        *[
+            (
+                x / torch.sqrt(x.pow(2).mean(axis, keepdim=True) + 1e-6),
+                f"the mean runs over axis {axis}: normalise over the features, the last axis (dim=-1)",
+            )
+            for axis in range(x.dim() - 1)  # every axis but the features
+        ],
         (
             x / torch.sqrt(x.pow(2).mean(-1) + 1e-6) if square else None,
             _KEEPDIM_HINT
