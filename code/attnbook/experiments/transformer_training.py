@@ -529,17 +529,19 @@ def first_steps_run(arm: str, seed: int) -> dict:
 
     Returns, after step 5: the prediction's ``spread_5``; the falls of the lowest decoder layer's
     gradient and of dL/dh_1 from step 1 (``grad_fall_5``, ``h1_fall_5``) and dL/dz's size against
-    step 1's (``logit_grad_5``); the medians over the 30 residual sums of x's shared over varying
-    part (``ratio_5``), of f's shared part (``f_shared_5``, and ``f_shared_0`` before step 1) and of
-    x's varying part against its start (``x_varying_kept_5``). Then the lowest layer's gradient at
-    step 20, its median over steps 40-80 and at step 100, and the mean loss over steps 91-100.
+    step 1's (``logit_grad_5``); the medians over the 30 residual sums (the mean of the middle two)
+    of x's shared over varying part (``ratio_5``), of f's shared part (``f_shared_5``, and
+    ``f_shared_0`` before step 1) and of x's varying part against its start (``x_varying_kept_5``).
+    Then the lowest layer's gradient at step 20, its median over steps 40-80 and at step 100, and
+    the mean loss over steps 91-100; and that layer's median move at step 20 (``move_20``) and its
+    weights' median distance from their start after steps 5 and 20 (``travel_5``, ``travel_20``).
     """
     if arm not in FIRST_STEPS_ARMS:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(FIRST_STEPS_ARMS)}")
     norm_first, forget = FIRST_STEPS_ARMS[arm]
     run = first_steps(norm_first, "constant", 100, seed=seed, forget_momentum_after=forget)
     parts = torch.tensor(run.sums)  # (4, 30, 3): before, after steps 1, 5, 20; f's shared, x's varying, x's shared
-    median = lambda values: float(values.median())  # noqa: E731 - over the 30 sums
+    median = lambda values: float(values.quantile(0.5))  # noqa: E731 - over the 30 sums
     grads = run.grad_norms
     return dict(
         spread_5=run.spreads[2],
@@ -554,6 +556,9 @@ def first_steps_run(arm: str, seed: int) -> dict:
         grad_40_80=float(torch.tensor(grads[39:80]).median()),
         grad_100=grads[99],
         loss_91_100=sum(run.losses[90:100]) / 10,
+        move_20=run.adam[20].move,
+        travel_5=run.travel[5],
+        travel_20=run.travel[20],
     )
 
 
@@ -569,8 +574,8 @@ register(
         description="6.2b's first-steps probe over the warmup record's 8 seeds, 100 steps at a constant 1e-2: "
         "post-LN and pre-LN, and post-LN with Adam's first moment set to 0 once after step 5 and its bias "
         "correction restarted (the echo of the first steps removed, the second moment kept): the spread, the "
-        "gradient's fall, dL/dz and dL/dh_1, the residual sums' medians after step 5, and the gradient and "
-        "loss later on.",
+        "gradient's fall, dL/dz and dL/dh_1, the residual sums' medians after step 5, the gradient and "
+        "loss later on, and the lowest decoder layer's moves and distance from its start.",
     )
 )
 
