@@ -532,7 +532,7 @@ def first_steps_run(arm: str, seed: int) -> dict:
     step 1's (``logit_grad_5``); the medians over the 30 residual sums (the mean of the middle two)
     of x's shared over varying part (``ratio_5``), of f's shared part (``f_shared_5``, and
     ``f_shared_0`` before step 1) and of x's varying part against its start (``x_varying_kept_5``).
-    Then the lowest layer's gradient at step 20, its median over steps 40-80 and at step 100, and
+    Then the lowest layer's gradient at steps 5 and 20, its median over steps 40-80 and at step 100, and
     the mean loss over steps 91-100; and that layer's median move at step 20 (``move_20``) and its
     weights' median distance from their start after steps 5 and 20 (``travel_5``, ``travel_20``).
     """
@@ -552,6 +552,7 @@ def first_steps_run(arm: str, seed: int) -> dict:
         f_shared_0=median(parts[0, :, 0]),
         f_shared_5=median(parts[2, :, 0]),
         x_varying_kept_5=median(parts[2, :, 1] / parts[0, :, 1]),
+        grad_5=grads[4],
         grad_20=grads[19],
         grad_40_80=float(torch.tensor(grads[39:80]).median()),
         grad_100=grads[99],
