@@ -1046,6 +1046,8 @@ def running_in_place(q, k, v, block_size):
         (running_m_not_carried, "after each block set m = m'"),
         (running_no_keepdims, "keep the reduced axis"),
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "not divided"), "divide the weighted sum"),
+        (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "m at 0"), "m must start at -inf"),
+        (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "old m"), "relative to the new maximum"),
         (lambda q, k, v, b: attend(q, k[-b:], v[-b:]), "attention to the last block only"),
         (running_no_maximum, "exp overflowed"),
         (raises, "raised ValueError"),

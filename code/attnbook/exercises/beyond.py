@@ -356,15 +356,18 @@ def _running_cases() -> list[Case]:
         (4, 6, 3, 2, 1, 1.0, "blocks of one key"),
         (2, 5, 4, 4, 16, 1.0, "one block larger than L_k"),
         (3, 9, 4, 2, 4, 1500.0, "scores in the thousands"),
+        (3, 6, 4, 3, 2, -1500.0, "every score far below zero"),
     ):
         q, k, v = rng.normal(size=(L_q, d)) * scale, rng.normal(size=(L_k, d)), rng.normal(size=(L_k, d_v))
+        if scale < 0:  # q and k on opposite sides: every score about -1000 or lower
+            q, k = -np.abs(q), np.abs(k)
         cases.append(
             Case(
                 f"q {q.shape}, k {k.shape}, v {v.shape}, block_size={block}: {note}",
                 args=(q, k, v, block),
                 arg_names=("q", "k", "v", "block_size"),
                 expected=running_softmax_attention(q, k, v, block),
-                info={"large": scale > 1},
+                info={"large": scale > 1, "negative": scale < 0},
             )
         )
     return cases
@@ -375,9 +378,12 @@ def _blockwise(q, k, v, block, mistake):
     times exp(m - m')), ``"ell not rescaled"``, ``"a not rescaled"``, ``"not divided"``,
     ``"inverted"`` (old sums times exp(m' - m), 0 on the first block), ``"short"``
     (blocks one key short), ``"one m"`` (one maximum shared by all queries) or ``"block max"``
-    (each block's own maximum instead of the running one). The names are
-    the chapter's: m, ell (ℓ) and a."""
+    (each block's own maximum instead of the running one), ``"m at 0"`` (m starts at 0, not
+    -inf) or ``"old m"`` (each block's terms relative to the old maximum, once it is finite).
+    The names are the chapter's: m, ell (ℓ) and a."""
     m, ell, a = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
+    if mistake == "m at 0":
+        m = np.zeros_like(m)
     size = block - 1 if mistake == "short" else block
     for start in range(0, len(k), block):
         scores = q @ k[start : start + size].T / np.sqrt(q.shape[1])
@@ -387,6 +393,8 @@ def _blockwise(q, k, v, block, mistake):
         if mistake == "one m":  # the largest score of every query so far, for all of them
             new = np.full_like(m, max(m.max(), scores.max()))
         p = np.exp(scores - new)
+        if mistake == "old m":  # relative to the maximum before this block
+            p = np.exp(scores - np.where(np.isfinite(m), m, new))
         rescale = np.exp(m - new)
         if mistake == "inverted":
             finite = np.isfinite(m)
@@ -421,6 +429,12 @@ def _running_mistakes(q, k, v, block) -> list:
             "is not: multiply a by exp(m - m') too",
         ),
         (_blockwise(q, k, v, block, "not divided"), "divide the weighted sum of values a by ell at the end"),
+        (
+            _blockwise(q, k, v, block, "old m"),
+            "compute the block's terms relative to the new maximum, p = exp(s - m'), after "
+            "updating m' = max(m, the block's maximum); relative to the old m they are too large "
+            "whenever the block raised the maximum",
+        ),
         (
             scaled_dot_product_attention(q, k[-block:], v[-block:])[0] if block < len(k) else None,
             "this is attention to the last block only: carry m, ell and a from block to block "
@@ -460,6 +474,14 @@ def _compare_running(got, case: Case) -> str | None:
     if problem is None or not isinstance(got, np.ndarray) or got.shape != case.expected.shape:
         return problem
     if not np.all(np.isfinite(got)):
+        with np.errstate(all="ignore"):
+            from_zero = _blockwise(*case.args, "m at 0")  # 0 / 0 where every score is far below 0
+        if case.info["negative"] and np.allclose(got, from_zero, atol=1e-6, equal_nan=True):
+            return (
+                f"{problem}\nhint: m must start at -inf (np.full((L_q, 1), -np.inf)), not 0: a "
+                "query whose scores all lie far below 0 then gets exp(s - 0) = 0 for every key, so "
+                "ell = 0 and a / ell is NaN"
+            )
         if not case.info["large"] and np.all(np.isnan(got)):
             return (
                 f"{problem}\nhint: m starts at -inf, so on the first block "
@@ -517,7 +539,7 @@ def _running_error_hint(problem: str, case: Case) -> str:
     "running softmax",
     _running_cases,
     _compare_running,
-    summary="block sizes 1 to 16, a short last block, scores in the thousands",
+    summary="block sizes 1 to 16, a short last block, scores in the thousands and far below zero",
     error_hint=_running_error_hint,
 )
 def check_running_softmax(fn) -> bool:
