@@ -487,3 +487,14 @@ def test_apply_rope_in_place_hint_names_stack_or_clone(capsys):
         return x
 
     checker_fails(check_apply_rope, rotated_in_place, capsys, "changed its input `x` in place", "torch.stack")
+
+
+def test_grouped_attention_names_heads_out_of_order(capsys):
+    def grouped_wrong_way_and_not_undone(q, k, v):  # split as (H // G, G), merged as (G, H // G)
+        B, H, T, d = q.shape
+        G = k.size(1)
+        q = q.reshape(B, H // G, G, T, d).transpose(1, 2).reshape(B, G, H // G * T, d)
+        weights = (q @ k.transpose(-2, -1) / math.sqrt(d)).softmax(dim=-1)
+        return (weights @ v).reshape(B, H, T, d)
+
+    checker_fails(check_grouped_attention, grouped_wrong_way_and_not_undone, capsys, "in another order")

@@ -417,6 +417,16 @@ def _compare_grouped(got, case: Case) -> str | None:
     for mistake, hint in _GROUPED_MISTAKES:
         if close(got.detach().double(), _grouped_by_hand(*case.args, **mistake), atol=1e-4):
             return f"{problem}\nhint: {hint}"
+    heads = got.detach().double().unbind(1)  # H tensors of (B, T, d)
+    for order in ("h // (H/G)", "h % G"):  # each head right, or right for the other grouping, elsewhere
+        right = _grouped_by_hand(*case.args, order=order).unbind(1)
+        if all(any(close(head, r, atol=1e-4) for r in right) for head in heads):
+            return (
+                f"{problem}\nhint: every head of your output is a head of grouped attention (query heads "
+                "grouped as h // (H / G) or as h % G), but in another order: check that your last reshape "
+                "undoes exactly what your first did (a transpose on the way in needs one on the way out), "
+                "and that query head h is in group h // (H / G)"
+            )
     return problem
 
 
