@@ -1125,6 +1125,8 @@ def luong_variant(mistake):
         logits = (h if mistake == "logits from h" else a) @ W_s.T
         if mistake == "softmax logits":
             logits = torch.softmax(logits, -1)
+        if mistake == "log_softmax logits":
+            logits = torch.log_softmax(logits, -1)
         third = context if mistake == "returns context" else a
         returned = hidden if mistake == "returns h_(t-1)" else h
         if mistake == "swapped":
@@ -1162,6 +1164,7 @@ LS_WRONG = [
     ),
     (luong_variant("logits from h"), ["the logits come from the attentional state"]),
     (luong_variant("softmax logits"), ["without a softmax"]),  # defect: no hint before
+    (luong_variant("log_softmax logits"), ["without a log_softmax"]),  # a learner's answer
     (luong_variant("swapped"), ["in this order: h_t, then h̃_t"]),
     (luong_variant("no feeding"), ["with input feeding, concatenate the embedding"]),
     (

@@ -563,7 +563,9 @@ def _luong_step(
         new_attentional = pair @ W_c.T
         new_attentional = torch.tanh(new_attentional) if squash else new_attentional  # (B, H)
         logits = (new_attentional if logits_from == "attentional" else h_t) @ W_s.T  # (B, V)
-        if softmax_logits:
+        if softmax_logits == "log":
+            logits = torch.log_softmax(logits, dim=-1)
+        elif softmax_logits:
             logits = torch.softmax(logits, dim=-1)
     third_item = new_attentional if third == "attentional" else context
     return logits, h_t, third_item, weights
@@ -602,6 +604,11 @@ _STEP_MISTAKES = [  # (keyword arguments of _luong_step, the item they change fi
     ),
     (dict(logits_from="hidden"), "logits", "the logits come from the attentional state: W_s h̃_t, not W_s h_t"),
     (dict(softmax_logits=True), "logits", "return the raw logits W_s h̃_t, without a softmax (the loss applies it)"),
+    (
+        dict(softmax_logits="log"),
+        "logits",
+        "return the raw logits W_s h̃_t, without a log_softmax (the loss, cross_entropy, applies it)",
+    ),
 ]
 
 _FEEDING_MISTAKES = [  # (keyword arguments of _luong_step, hint): a wrong new state
