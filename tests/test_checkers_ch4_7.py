@@ -1047,6 +1047,8 @@ def running_in_place(q, k, v, block_size):
         (running_no_keepdims, "keep the reduced axis"),
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "not divided"), "divide the weighted sum"),
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "m at 0"), "m must start at -inf"),
+        (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "pooled sum"), "each query needs its own sum"),
+        (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "loop over q"), "not len(q)"),
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "old m"), "relative to the new maximum"),
         (lambda q, k, v, b: attend(q, k[-b:], v[-b:]), "attention to the last block only"),
         (running_no_maximum, "exp overflowed"),

@@ -379,13 +379,15 @@ def _blockwise(q, k, v, block, mistake):
     ``"inverted"`` (old sums times exp(m' - m), 0 on the first block), ``"short"``
     (blocks one key short), ``"one m"`` (one maximum shared by all queries) or ``"block max"``
     (each block's own maximum instead of the running one), ``"m at 0"`` (m starts at 0, not
-    -inf) or ``"old m"`` (each block's terms relative to the old maximum, once it is finite).
+    -inf), ``"old m"`` (each block's terms relative to the old maximum, once it is finite),
+    ``"pooled sum"`` (p.sum() without an axis: one ell for all queries) or ``"loop over q"``
+    (blocks over range(0, L_q), not range(0, L_k)).
     The names are the chapter's: m, ell (ℓ) and a."""
     m, ell, a = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
     if mistake == "m at 0":
         m = np.zeros_like(m)
     size = block - 1 if mistake == "short" else block
-    for start in range(0, len(k), block):
+    for start in range(0, len(q) if mistake == "loop over q" else len(k), block):
         scores = q @ k[start : start + size].T / np.sqrt(q.shape[1])
         new = np.maximum(m, scores.max(axis=1, keepdims=True))
         if mistake == "block max":  # the block's own maximum, not the running one
@@ -400,7 +402,7 @@ def _blockwise(q, k, v, block, mistake):
             finite = np.isfinite(m)
             rescale = np.where(finite, np.exp(new - np.where(finite, m, 0.0)), 0.0)
         ell_rescale = 1.0 if mistake in ("not rescaled", "ell not rescaled") else rescale
-        ell = ell * ell_rescale + p.sum(axis=1, keepdims=True)
+        ell = ell * ell_rescale + (p.sum() if mistake == "pooled sum" else p.sum(axis=1, keepdims=True))
         a_rescale = 1.0 if mistake in ("not rescaled", "a not rescaled") else rescale
         a = a * a_rescale + p @ v[start : start + size]
         m = new
@@ -429,6 +431,15 @@ def _running_mistakes(q, k, v, block) -> list:
             "is not: multiply a by exp(m - m') too",
         ),
         (_blockwise(q, k, v, block, "not divided"), "divide the weighted sum of values a by ell at the end"),
+        (
+            _blockwise(q, k, v, block, "pooled sum"),
+            "p.sum() without an axis adds up the whole block, every query's terms together: each query "
+            "needs its own sum, p.sum(axis=1, keepdims=True), shape (L_q, 1)",
+        ),
+        (
+            _blockwise(q, k, v, block, "loop over q") if len(q) < len(k) else None,
+            "the blocks run over the keys: range(0, L_k, block_size) with L_k = len(k), not len(q)",
+        ),
         (
             _blockwise(q, k, v, block, "old m"),
             "compute the block's terms relative to the new maximum, p = exp(s - m'), after "
