@@ -204,3 +204,9 @@ def test_banded_attention_equals_masked_full_attention(length, window):
     positions = torch.arange(length)
     expected, _ = scaled_dot_product_attention(q, k, v, sliding_window_mask(positions, positions, window))
     torch.testing.assert_close(banded_attention(q, k, v, window), expected)
+
+
+@pytest.mark.parametrize("window", [0, -3, 2.5, True])
+def test_sliding_window_mask_rejects_a_window_that_is_not_a_positive_int(window):
+    with pytest.raises(ValueError, match=f"window must be a positive int, got {window!r}"):
+        sliding_window_mask(torch.arange(4), torch.arange(4), window=window)

@@ -221,12 +221,14 @@ class GroupedQueryAttention(nn.Module):
 def sliding_window_mask(queries: Tensor, keys: Tensor, window: int | None = None) -> Tensor:
     """True where query position ``i`` may attend to key position ``j``: ``0 <= i - j < window``.
 
-    Causal when ``window`` is None; a band of ``window`` positions (itself and the ``window - 1`` before it,
-    as in Longformer's and Mistral's sliding window) otherwise.
+    Causal when ``window`` is None; a band of ``window`` positions (itself and the ``window - 1`` before it)
+    otherwise. Mistral's window of 4 096 lets position ``i`` see ``i - 4096 .. i``: ``window=4097`` here.
 
     Shapes:
         queries ``(T,)``, keys ``(L,)`` integer positions -> bool ``(T, L)``
     """
+    if window is not None:
+        checks.positive_int(window=window)  # 0 would mask every key: rows of NaN after the softmax
     distance = queries[:, None] - keys[None, :]  # (T, L): how far back key j is from query i
     allowed = distance >= 0
     return allowed if window is None else allowed & (distance < window)
