@@ -318,6 +318,9 @@ class FirstSteps(NamedTuple):
         sums: watched: each residual sum's (f's shared, x's varying, x's shared).
         adam: steps 1, 2, 20 and the last: an :class:`AdamStep`.
         travel: steps 1, 5, 20 and the last: the median distance of the weights from their start.
+        top_travel: the same for the top decoder layer's weights (the one nearest the output).
+        moved_5_20: the share of weights that moved by more than the peak rate from step 5 to step 20,
+            of the lowest layer, the top layer and the whole model (``"lowest"``, ``"top"``, ``"all"``).
         key_biases: ``(n,)`` bool: which of the lowest layer's weights are attention key biases.
         bias_moved: after step 5: the largest distance of any bias vector from its start.
     """
@@ -332,6 +335,8 @@ class FirstSteps(NamedTuple):
     sums: list[list[tuple[float, float, float]]]
     adam: dict[int, AdamStep]
     travel: dict[int, float]
+    top_travel: dict[int, float]
+    moved_5_20: dict[str, float]
     key_biases: torch.Tensor
     bias_moved: float
 
@@ -427,14 +432,15 @@ def first_steps(
     def layer_grad(layer):  # all of a layer's parameter gradients, as one vector
         return torch.cat([p.grad.flatten() for p in layer.parameters()])
 
-    def weights():  # the lowest layer's weights, as one vector
-        return nn.utils.parameters_to_vector(lowest.parameters()).detach()
+    def weights(layer=lowest):  # a layer's weights, as one vector
+        return nn.utils.parameters_to_vector(layer.parameters()).detach()
 
-    start = weights()  # (n,)
+    start, top_start = weights(), weights(top)  # (n,), (n,)
+    at_5, moved_5_20 = {}, {}  # the weights after step 5; the shares that moved by 20
     biases = {name: p.detach().clone() for name, p in model.named_parameters() if "bias" in name}
     spread, shares, sums = _probe(model, held_out, symbols)
     spreads, varying, parts = [spread], [shares], [sums]
-    losses, norms, logit_grads, h1_grads, adam, travel = [], [], [], [], {}, {}
+    losses, norms, logit_grads, h1_grads, adam, travel, top_travel = [], [], [], [], {}, {}, {}
     h1 = []  # this step's h_1, (B, T, d)
 
     def keep_h1(module, inputs, out):  # the lowest layer's output, h_1
@@ -469,6 +475,13 @@ def first_steps(
         after = weights()  # (n,)
         if step in (1, 5, 20, steps):
             travel[step] = float((after - start).abs().median())
+            top_travel[step] = float((weights(top) - top_start).abs().median())
+        if step in (5, 20):
+            now = {"lowest": after, "top": weights(top), "all": weights(model)}
+            if step == 5:
+                at_5 = now
+            else:
+                moved_5_20 = {key: float(((now[key] - at_5[key]).abs() > peak).float().mean()) for key in now}
         if step in (1, 2, 20, steps):
             beta2 = optimizer.param_groups[0]["betas"][1]
             v = torch.cat([optimizer.state[p]["exp_avg_sq"].flatten() for p in lowest.parameters()])  # (n,)
@@ -511,6 +524,8 @@ def first_steps(
         sums=parts,
         adam=adam,
         travel=travel,
+        top_travel=top_travel,
+        moved_5_20=moved_5_20,
         key_biases=keys,
         bias_moved=bias_moved,
     )
@@ -534,7 +549,10 @@ def first_steps_run(arm: str, seed: int) -> dict:
     ``f_shared_0`` before step 1) and of x's varying part against its start (``x_varying_kept_5``).
     Then the lowest layer's gradient at steps 5 and 20, its median over steps 40-80 and at step 100, and
     the mean loss over steps 91-100; and that layer's median move at step 20 (``move_20``) and its
-    weights' median distance from their start after steps 5 and 20 (``travel_5``, ``travel_20``).
+    weights' median distance from their start after steps 5 and 20 (``travel_5``, ``travel_20``), and
+    the top decoder layer's (``top_travel_5``, ``top_travel_20``); the share of the lowest layer's, the
+    top layer's and the whole model's weights that moved by more than the rate from step 5 to step 20
+    (``moved_lowest``, ``moved_top``, ``moved_all``).
     """
     if arm not in FIRST_STEPS_ARMS:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(FIRST_STEPS_ARMS)}")
@@ -560,6 +578,11 @@ def first_steps_run(arm: str, seed: int) -> dict:
         move_20=run.adam[20].move,
         travel_5=run.travel[5],
         travel_20=run.travel[20],
+        top_travel_5=run.top_travel[5],
+        top_travel_20=run.top_travel[20],
+        moved_lowest=run.moved_5_20["lowest"],
+        moved_top=run.moved_5_20["top"],
+        moved_all=run.moved_5_20["all"],
     )
 
 
@@ -576,7 +599,8 @@ register(
         "post-LN and pre-LN, and post-LN with Adam's first moment set to 0 once after step 5 and its bias "
         "correction restarted (the echo of the first steps removed, the second moment kept): the spread, the "
         "gradient's fall, dL/dz and dL/dh_1, the residual sums' medians after step 5, the gradient and "
-        "loss later on, and the lowest decoder layer's moves and distance from its start.",
+        "loss later on, the lowest and top decoder layers' moves and distances from their start, and the "
+        "share of weights that moved by more than the rate from step 5 to step 20.",
     )
 )
 
