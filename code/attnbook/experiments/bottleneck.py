@@ -27,7 +27,7 @@ from attnbook.rnn import Seq2Seq
 __all__ = [
     "SMALL_REVERSAL",
     "BOTTLENECK_ARMS",
-    "plain_model",
+    "one_way_model",
     "bottleneck_run",
     "bottleneck_measures",
     "longest_reliable_length",
@@ -55,34 +55,34 @@ SLOW_LR = 3.5e-3
 POSITIONS = 10
 
 
-def plain_model(src_vocab_size: int, tgt_vocab_size: int, hidden_size: int = 128) -> Seq2Seq:
+def one_way_model(src_vocab_size: int, tgt_vocab_size: int, hidden_size: int = 128) -> Seq2Seq:
     """Chapter 1's reversal model: a one-directional GRU encoder-decoder (embeddings of 32)."""
     return Seq2Seq.build(src_vocab_size, tgt_vocab_size, embed_dim=32, hidden_size=hidden_size, bidirectional=False)
 
 
 def room_model(src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
-    """Twice the room: :func:`plain_model` with a state of 256."""
-    return plain_model(src_vocab_size, tgt_vocab_size, hidden_size=256)
+    """Twice the room: :func:`one_way_model` with a state of 256."""
+    return one_way_model(src_vocab_size, tgt_vocab_size, hidden_size=256)
 
 
 def bottleneck_run(arm: str, seed: int, **settings) -> LengthResult:
     """Train one of :data:`BOTTLENECK_ARMS` from ``seed``; ``settings`` override :data:`SMALL_REVERSAL`.
 
-    ``bottleneck_run("written", 0)`` is ``length_experiment(plain_model, **SMALL_REVERSAL, seed=0)``.
+    ``bottleneck_run("written", 0)`` is ``length_experiment(one_way_model, **SMALL_REVERSAL, seed=0)``.
     """
     settings = {**SMALL_REVERSAL, **settings}
     if arm == "written":
-        return length_experiment(plain_model, **settings, seed=seed)
+        return length_experiment(one_way_model, **settings, seed=seed)
     if arm == "reversed":
-        return length_experiment(plain_model, **settings, reverse_source=True, seed=seed)
+        return length_experiment(one_way_model, **settings, reverse_source=True, seed=seed)
     if arm == "room":
         return length_experiment(room_model, **settings, seed=seed)
     if arm == "training":
-        return length_experiment(plain_model, **settings, extra_train=3 * settings["n_train"], seed=seed)
+        return length_experiment(one_way_model, **settings, extra_train=3 * settings["n_train"], seed=seed)
     if arm == "passes":
-        return length_experiment(plain_model, **{**settings, "epochs": 4 * settings["epochs"]}, seed=seed)
+        return length_experiment(one_way_model, **{**settings, "epochs": 4 * settings["epochs"]}, seed=seed)
     if arm == "written_slow":
-        return length_experiment(plain_model, **{**settings, "lr": SLOW_LR}, seed=seed)
+        return length_experiment(one_way_model, **{**settings, "lr": SLOW_LR}, seed=seed)
     if arm == "room_slow":
         return length_experiment(room_model, **{**settings, "lr": SLOW_LR}, seed=seed)
     raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(BOTTLENECK_ARMS)}")

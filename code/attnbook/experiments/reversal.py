@@ -18,7 +18,7 @@ from torch import nn
 
 from attnbook.bahdanau import BahdanauSeq2Seq
 from attnbook.data import Example, Vocab
-from attnbook.experiments.bottleneck import plain_model, room_model
+from attnbook.experiments.bottleneck import one_way_model, room_model
 from attnbook.experiments.lengths import (
     REVERSAL_BENCHMARK,
     length_experiment,
@@ -123,7 +123,7 @@ def _diagonal_measures(model: nn.Module, test: list[Example], vocabs: tuple[Voca
 
 
 FACTORIES = {
-    "one_way": plain_model,
+    "one_way": one_way_model,
     "one_way_room": room_model,
     "plain": bidirectional_plain_model,
     "attention": attention_model,
