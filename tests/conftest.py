@@ -115,6 +115,7 @@ def checker_fails(checker, fn, capsys, *fragments) -> str:
     assert checker(fn) is False
     out = capsys.readouterr().out
     assert out.count("✗") == 1 and "✓" not in out, out
+    flat = " ".join(out.split())  # the message is wrapped at 88 characters
     for fragment in fragments:
-        assert fragment in out, f"{fragment!r} not in:\n{out}"
+        assert " ".join(fragment.split()) in flat, f"{fragment!r} not in:\n{out}"
     return out

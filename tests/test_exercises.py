@@ -929,7 +929,7 @@ def test_luong_general_score_does_not_change_the_inputs(capsys):
 @pytest.mark.parametrize("not_a_function", [None, 42, "fn", torch.zeros(2), [1, 2]])
 def test_checkers_never_raise_for_non_callables(checker, not_a_function, capsys):
     assert checker(not_a_function) is False
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # wrapped at 88 characters
     assert out.startswith("✗ ") and "instead of a function" in out
     assert f"{checker.__name__}(my_function)" in out
 
@@ -1038,5 +1038,5 @@ def test_masked_softmax_names_an_underflow_when_the_largest_scores_are_masked(ca
         totals = exps.sum(dim=-1, keepdim=True)
         return torch.where(totals > 0, exps / totals.clamp(min=1e-30), torch.zeros_like(exps))
 
-    out = _fails(check_masked_softmax, shifted_by_the_row_max, capsys)
+    out = " ".join(_fails(check_masked_softmax, shifted_by_the_row_max, capsys).split())
     assert "underflows to 0 at every allowed one" in out and "subtract the largest allowed score" in out, out

@@ -207,7 +207,14 @@ def _not_callable_message(fn, checker: str) -> str:
 
 def _print_failure(title: str, problem: str, where: str = "") -> None:
     lines = problem.split("\n")
-    message = f"✗ {title}: {lines[0]}"
-    for line in lines[1:] + ([where] if where else []):
-        message += f"\n  {line}"
-    print(message)
+    message = [f"✗ {title}: {lines[0]}"] + [f"  {line}" for line in lines[1:] + ([where] if where else [])]
+    print("\n".join(_fit(line) for line in message))
+
+
+def _fit(line: str) -> str:
+    """A line of prose wrapped at 88 characters, as the site's code column is wide; a line with a run of
+    spaces inside (a table's columns) is left as it is."""
+    if len(line) <= 88 or "  " in line.strip():
+        return line
+    indent = "    " if line.startswith("  ") else "  "
+    return textwrap.fill(line, width=88, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
