@@ -98,7 +98,7 @@ def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
 def apply_rope_halves(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
     """The same rotations with feature ``i`` paired with ``i + d/2`` ("rotate half", as many codebases do).
 
-    It equals :func:`apply_rope` up to a fixed reordering of the features (Chapter 8 proves it).
+    It equals :func:`apply_rope` up to a fixed reordering of the features (Chapter 8 shows it).
 
     Shapes:
         as :func:`apply_rope`
