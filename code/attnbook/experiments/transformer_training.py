@@ -321,6 +321,10 @@ class FirstSteps(NamedTuple):
         top_travel: the same for the top decoder layer's weights (the one nearest the output).
         moved_5_20: the share of weights that moved by more than the peak rate from step 5 to step 20,
             of the lowest layer, the top layer and the whole model (``"lowest"``, ``"top"``, ``"all"``).
+        ln_gains: steps 1, 5 and 20: the product, over the 15 LayerNorms of decoder layers 2-6, of each
+            one's backward gain, the root mean square of its weight over the size of its input (the
+            input's standard deviation), a geometric mean over the batch's real target positions. In
+            post-LN these LayerNorms sit on the residual path above the lowest layer.
         key_biases: ``(n,)`` bool: which of the lowest layer's weights are attention key biases.
         bias_moved: after step 5: the largest distance of any bias vector from its start.
     """
@@ -337,6 +341,7 @@ class FirstSteps(NamedTuple):
     travel: dict[int, float]
     top_travel: dict[int, float]
     moved_5_20: dict[str, float]
+    ln_gains: dict[int, float]
     key_biases: torch.Tensor
     bias_moved: float
 
@@ -449,6 +454,24 @@ def first_steps(
             h1[:] = [out[0]]
 
     h1_hook = lowest.register_forward_hook(keep_h1)
+    gains = {}  # this step's LayerNorms above h_1: name -> (B, T) gains
+
+    def keep_gain(name):
+        def hook(norm, inputs):
+            if torch.is_grad_enabled():  # training steps only, not _probe's
+                size = (inputs[0].detach().var(dim=-1, unbiased=False) + norm.eps).sqrt()  # (B, T)
+                gains[name] = norm.weight.detach().pow(2).mean().sqrt() / size
+
+        return hook
+
+    above = [
+        (f"{i}.{name}", getattr(layer, name))
+        for i, layer in enumerate(model.decoder_layers)
+        if i > 0
+        for name in ("norm1", "norm2", "norm3")
+    ]
+    gain_hooks = [norm.register_forward_pre_hook(keep_gain(name)) for name, norm in above]
+    ln_gains = {}
     for step, batch in zip(range(1, steps + 1), train):
         logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
         logits.retain_grad()  # the first factor of the chain rule
@@ -462,6 +485,9 @@ def first_steps(
         h1_grads.append(float(h1[0].grad.norm()))  # the first two factors' product
         if step == 1:
             top_over_lowest = float(layer_grad(top).norm() / grad.norm())
+        if step in (1, 5, 20):  # the product of the gains, a geometric mean over real positions
+            real = batch.tgt_out != 0  # (B, T)
+            ln_gains[step] = math.exp(sum(float(g[real].log().mean()) for g in gains.values()))
         before = weights()  # (n,)
         rates = [group["lr"] for group in optimizer.param_groups]
         if forget_momentum_after is not None and step > forget_momentum_after:
@@ -511,6 +537,8 @@ def first_steps(
             varying.append(shares)
             parts.append(sums)
     h1_hook.remove()
+    for hook in gain_hooks:
+        hook.remove()
     # the attention key biases: each adds one number to every key's score, which the softmax ignores
     keys = torch.cat([torch.full((p.numel(),), "k_proj.bias" in name) for name, p in lowest.named_parameters()])
     return FirstSteps(
@@ -526,6 +554,7 @@ def first_steps(
         travel=travel,
         top_travel=top_travel,
         moved_5_20=moved_5_20,
+        ln_gains=ln_gains,
         key_biases=keys,
         bias_moved=bias_moved,
     )
@@ -552,7 +581,8 @@ def first_steps_run(arm: str, seed: int) -> dict:
     weights' median distance from their start after steps 5 and 20 (``travel_5``, ``travel_20``), and
     the top decoder layer's (``top_travel_5``, ``top_travel_20``); the share of the lowest layer's, the
     top layer's and the whole model's weights that moved by more than the rate from step 5 to step 20
-    (``moved_lowest``, ``moved_top``, ``moved_all``).
+    (``moved_lowest``, ``moved_top``, ``moved_all``); and how far the product of the 15 LayerNorm gains
+    above the lowest layer fell from step 1 to step 5 (``ln_gain_fall_5``; on post-LN's residual path).
     """
     if arm not in FIRST_STEPS_ARMS:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(FIRST_STEPS_ARMS)}")
@@ -583,6 +613,7 @@ def first_steps_run(arm: str, seed: int) -> dict:
         moved_lowest=run.moved_5_20["lowest"],
         moved_top=run.moved_5_20["top"],
         moved_all=run.moved_5_20["all"],
+        ln_gain_fall_5=run.ln_gains[1] / run.ln_gains[5],
     )
 
 
@@ -600,7 +631,8 @@ register(
         "correction restarted (the echo of the first steps removed, the second moment kept): the spread, the "
         "gradient's fall, dL/dz and dL/dh_1, the residual sums' medians after step 5, the gradient and "
         "loss later on, the lowest and top decoder layers' moves and distances from their start, and the "
-        "share of weights that moved by more than the rate from step 5 to step 20.",
+        "share of weights that moved by more than the rate from step 5 to step 20, and the fall of the "
+        "product of the LayerNorm gains above the lowest decoder layer.",
     )
 )
 
