@@ -633,7 +633,7 @@ register(
         name="referent_heads",
         run=heads_run,
         arms=HEAD_ARMS,
-        seeds=tuple(range(40)),
+        seeds=tuple(range(100)),
         settings=dict(epochs=60, d_model=16),
         replay=dict(arm="one head", seed=0),
         chapter="chapters/05_multi_head.ipynb",
