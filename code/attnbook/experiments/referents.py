@@ -633,7 +633,7 @@ register(
         name="referent_heads",
         run=heads_run,
         arms=HEAD_ARMS,
-        seeds=tuple(range(40)),
+        seeds=tuple(range(100)),
         settings=dict(epochs=60, d_model=16),
         replay=dict(arm="one head", seed=0),
         chapter="chapters/05_multi_head.ipynb",
@@ -642,21 +642,6 @@ register(
         "accuracy on the training sentences) on sentences about the "
         "animal and about the place, with every head and with one head's output removed from W^O's input (for two "
         "heads: on the sentences about the noun that one head reads, and on the others).",
-    )
-)
-
-
-register(
-    Experiment(
-        name="referent_heads_more_seeds",
-        run=heads_run,
-        arms=("one head", "two heads"),
-        seeds=tuple(range(40, 100)),
-        settings=dict(epochs=60, d_model=16),
-        replay=dict(arm="one head", seed=40),
-        chapter="chapters/05_multi_head.ipynb",
-        description="The record referent_heads' one- and two-head arms (60 passes, lr 0.01) with 60 more seeds, "
-        "40 to 99: the same measures.",
     )
 )
 
@@ -677,7 +662,7 @@ register(
         name="referent_heads_rates",
         run=heads_rate_run,
         arms=RATE_ARMS,
-        seeds=tuple(range(40)),
+        seeds=tuple(range(100)),
         settings=dict(epochs=60, d_model=16),
         replay=dict(arm="one head, lr 0.03", seed=0),
         chapter="chapters/05_multi_head.ipynb",
