@@ -321,10 +321,12 @@ class FirstSteps(NamedTuple):
         top_travel: the same for the top decoder layer's weights (the one nearest the output).
         moved_5_20: the share of weights that moved by more than the peak rate from step 5 to step 20,
             of the lowest layer, the top layer and the whole model (``"lowest"``, ``"top"``, ``"all"``).
-        ln_gains: steps 1, 5 and 20: the product, over the 15 LayerNorms of decoder layers 2-6, of each
-            one's backward gain, the root mean square of its weight over the size of its input (the
-            input's standard deviation), a geometric mean over the batch's real target positions. In
-            post-LN these LayerNorms sit on the residual path above the lowest layer.
+        ln_gains: steps 1, 5 and 20: the product, over the LayerNorms on the residual path above the
+            lowest layer (post-LN: the 15 of decoder layers 2-6; pre-LN: the final one), of each one's
+            backward gain, the root mean square of its weight over the size of its input (the input's
+            standard deviation), a geometric mean over the batch's real target positions.
+        frozen_grads: steps 6 to 20: the lowest layer's gradient norm on that step's batch with the
+            weights as they were after step 5 (the change since then: the weights', not the batch's).
         key_biases: ``(n,)`` bool: which of the lowest layer's weights are attention key biases.
         bias_moved: after step 5: the largest distance of any bias vector from its start.
     """
@@ -342,6 +344,7 @@ class FirstSteps(NamedTuple):
     top_travel: dict[int, float]
     moved_5_20: dict[str, float]
     ln_gains: dict[int, float]
+    frozen_grads: dict[int, float]
     key_biases: torch.Tensor
     bias_moved: float
 
@@ -464,15 +467,22 @@ def first_steps(
 
         return hook
 
-    above = [
+    above = [  # the LayerNorms on the residual path above h_1
         (f"{i}.{name}", getattr(layer, name))
         for i, layer in enumerate(model.decoder_layers)
         if i > 0
         for name in ("norm1", "norm2", "norm3")
     ]
+    if norm_first:  # pre-LN: only the final one; the others sit on the sub-layers' branches
+        above = [("decoder_norm", model.decoder_norm)]
     gain_hooks = [norm.register_forward_pre_hook(keep_gain(name)) for name, norm in above]
-    ln_gains = {}
+    ln_gains, frozen, frozen_grads = {}, None, {}
     for step, batch in zip(range(1, steps + 1), train):
+        if frozen is not None and step <= 20:  # the weights after step 5, on this batch
+            frozen.zero_grad()
+            out = frozen(batch.src, batch.tgt_in).logits  # (B, T, V)
+            F.cross_entropy(out.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0).backward()
+            frozen_grads[step] = float(layer_grad(frozen.decoder_layers[0]).norm())
         logits = model(batch.src, batch.tgt_in).logits  # (B, T, V)
         logits.retain_grad()  # the first factor of the chain rule
         loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0)
@@ -528,6 +538,9 @@ def first_steps(
             for state in optimizer.state.values():
                 state["exp_avg"].zero_()
         if step == 5:
+            with torch.random.fork_rng():  # a copy; the run's random state untouched
+                frozen = small_transformer(task, layers, norm_first)
+            frozen.load_state_dict(model.state_dict())
             bias_moved = max(
                 float((p.detach() - biases[name]).norm()) for name, p in model.named_parameters() if name in biases
             )
@@ -555,6 +568,7 @@ def first_steps(
         top_travel=top_travel,
         moved_5_20=moved_5_20,
         ln_gains=ln_gains,
+        frozen_grads=frozen_grads,
         key_biases=keys,
         bias_moved=bias_moved,
     )
@@ -581,8 +595,12 @@ def first_steps_run(arm: str, seed: int) -> dict:
     weights' median distance from their start after steps 5 and 20 (``travel_5``, ``travel_20``), and
     the top decoder layer's (``top_travel_5``, ``top_travel_20``); the share of the lowest layer's, the
     top layer's and the whole model's weights that moved by more than the rate from step 5 to step 20
-    (``moved_lowest``, ``moved_top``, ``moved_all``); and how far the product of the 15 LayerNorm gains
-    above the lowest layer fell from step 1 to step 5 (``ln_gain_fall_5``; on post-LN's residual path).
+    (``moved_lowest``, ``moved_top``, ``moved_all``); how far the product of the gains of the LayerNorms
+    on the residual path above the lowest layer (post-LN's 15, pre-LN's final one) fell from step 1 to
+    step 5 (``ln_gain_fall_5``); and the lowest layer's gradient at step 6, the first after step 5's
+    move (``grad_6``), and on step 20's batch with the weights as they were after step 5
+    (``frozen_grad_20``), and how far that frozen gradient ranged over the batches of steps 6-20
+    (``frozen_grad_range``, its largest over its smallest).
     """
     if arm not in FIRST_STEPS_ARMS:
         raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(FIRST_STEPS_ARMS)}")
@@ -614,6 +632,9 @@ def first_steps_run(arm: str, seed: int) -> dict:
         moved_top=run.moved_5_20["top"],
         moved_all=run.moved_5_20["all"],
         ln_gain_fall_5=run.ln_gains[1] / run.ln_gains[5],
+        grad_6=grads[5],
+        frozen_grad_20=run.frozen_grads[20],
+        frozen_grad_range=max(run.frozen_grads.values()) / min(run.frozen_grads.values()),
     )
 
 
@@ -631,8 +652,10 @@ register(
         "correction restarted (the echo of the first steps removed, the second moment kept): the spread, the "
         "gradient's fall, dL/dz and dL/dh_1, the residual sums' medians after step 5, the gradient and "
         "loss later on, the lowest and top decoder layers' moves and distances from their start, and the "
-        "share of weights that moved by more than the rate from step 5 to step 20, and the fall of the "
-        "product of the LayerNorm gains above the lowest decoder layer.",
+        "share of weights that moved by more than the rate from step 5 to step 20, the fall of the "
+        "product of the gains of the LayerNorms on the residual path above the lowest decoder layer, and "
+        "the gradient at step 6 and, with the weights as they were after step 5, on the batches of steps "
+        "6 to 20.",
     )
 )
 
