@@ -74,7 +74,7 @@ def date_data() -> DateData:
 class StartOnlyDecoder(RNNDecoder):
     """A decoder that sees the context vector only as its first state (Sutskever et al.'s way)::
 
-        s_0 = tanh(W_init c),   s_t = GRU(E y_{t-1}, s_{t-1}),   logits_t = W_o s_t
+        s_0 = tanh(W_init c + b_init),   s_t = GRU(E y_{t-1}, s_{t-1}),   logits_t = W_o s_t + b_o
 
     Shapes: as :class:`attnbook.rnn.Decoder` (its state is a :class:`~attnbook.rnn.DecoderState`).
     """
@@ -89,7 +89,7 @@ class StartOnlyDecoder(RNNDecoder):
 
     def start(self, annotations: Tensor, final: Tensor, src_mask: Tensor) -> DecoderState:
         checks.shapes("StartOnlyDecoder", dict(C=self.encoder_size), final=(final, "B C"))
-        return DecoderState(context=final, hidden=torch.tanh(self.init(final)))  # s_0 = tanh(W_init c)
+        return DecoderState(context=final, hidden=torch.tanh(self.init(final)))  # s_0 = tanh(W_init c + b_init)
 
     def step(self, state: DecoderState, prev: Tensor) -> Step:
         embedded = self.embedding(prev)  # (B, E)
