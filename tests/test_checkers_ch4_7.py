@@ -966,6 +966,20 @@ def running_not_rescaled(q, k, v, block_size):
     return a / ell
 
 
+def running_p_block_maximum(q, k, v, block_size):
+    """The running maximum kept, but each block's terms relative to the block's own."""
+    m = np.full((len(q), 1), -np.inf)
+    ell, a = np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
+    for start in range(0, len(k), block_size):
+        s = q @ k[start : start + block_size].T / np.sqrt(q.shape[1])
+        m_new = np.maximum(m, s.max(axis=1, keepdims=True))
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        ell = ell * np.exp(m - m_new) + p.sum(axis=1, keepdims=True)
+        a = a * np.exp(m - m_new) + p @ v[start : start + block_size]
+        m = m_new
+    return a / ell
+
+
 def running_one_maximum(q, k, v, block_size):
     """One maximum shared by all queries: right for small scores, NaN for large ones."""
     with np.errstate(all="ignore"):
@@ -1050,6 +1064,7 @@ def running_in_place(q, k, v, block_size):
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "pooled sum"), "each query needs its own sum"),
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "loop over q"), "not len(q)"),
         (lambda q, k, v, b: beyond._blockwise(q, k, v, b, "old m"), "relative to the new maximum"),
+        (running_p_block_maximum, "relative to the block's own maximum"),
         (lambda q, k, v, b: attend(q, k[-b:], v[-b:]), "attention to the last block only"),
         (running_no_maximum, "exp overflowed"),
         (raises, "raised ValueError"),

@@ -380,8 +380,9 @@ def _blockwise(q, k, v, block, mistake):
     (blocks one key short), ``"one m"`` (one maximum shared by all queries) or ``"block max"``
     (each block's own maximum instead of the running one), ``"m at 0"`` (m starts at 0, not
     -inf), ``"old m"`` (each block's terms relative to the old maximum, once it is finite),
-    ``"pooled sum"`` (p.sum() without an axis: one ell for all queries) or ``"loop over q"``
-    (blocks over range(0, L_q), not range(0, L_k)).
+    ``"pooled sum"`` (p.sum() without an axis: one ell for all queries), ``"loop over q"``
+    (blocks over range(0, L_q), not range(0, L_k)) or ``"p block max"`` (the running maximum
+    kept and the old sums rescaled, but the block's terms relative to its own maximum).
     The names are the chapter's: m, ell (ℓ) and a."""
     m, ell, a = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[1]))
     if mistake == "m at 0":
@@ -397,6 +398,8 @@ def _blockwise(q, k, v, block, mistake):
         p = np.exp(scores - new)
         if mistake == "old m":  # relative to the maximum before this block
             p = np.exp(scores - np.where(np.isfinite(m), m, new))
+        if mistake == "p block max":  # relative to the block's own maximum, not m'
+            p = np.exp(scores - scores.max(axis=1, keepdims=True))
         rescale = np.exp(m - new)
         if mistake == "inverted":
             finite = np.isfinite(m)
@@ -445,6 +448,13 @@ def _running_mistakes(q, k, v, block) -> list:
             "compute the block's terms relative to the new maximum, p = exp(s - m'), after "
             "updating m' = max(m, the block's maximum); relative to the old m they are too large "
             "whenever the block raised the maximum",
+        ),
+        (
+            _blockwise(q, k, v, block, "p block max"),
+            "your block's terms p = exp(s - the block's maximum) are relative to the block's own "
+            "maximum, but ell and a are relative to the running maximum m': compute p = "
+            "exp(s - m'), or multiply p's sum and p @ v by exp(the block's maximum - m') "
+            "before adding them",
         ),
         (
             scaled_dot_product_attention(q, k[-block:], v[-block:])[0] if block < len(k) else None,
