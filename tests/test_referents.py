@@ -53,6 +53,26 @@ def test_without_head_zeroes_one_head_and_restores_the_weights():
     assert torch.allclose(removed, expected)
 
 
+def test_averaged_head_replaces_one_head_output():
+    torch.manual_seed(0)
+    model = referents.Reader(20, num_heads=2)
+    ids = torch.randint(0, 20, (3, 11))
+    with torch.no_grad():
+        full, _ = model(ids)
+        outputs = referents.head_outputs(model, ids)  # (3, 2, 11, 8)
+        # the heads' outputs through W^O, plus its bias, are the layer's output
+        z, _ = model.attention(model.embedding(ids), model.embedding(ids), model.embedding(ids))
+        merged = outputs.transpose(1, 2).reshape(3, 11, 16)
+        assert torch.allclose(model.attention.out_proj(merged), z, atol=1e-6)
+        # its own output changes nothing; zero is without_head; any other output changes it
+        assert torch.allclose(referents.averaged_head(model, 1, ids, outputs[:, 1]), full)
+        zero = torch.zeros(11, 8)
+        zeroed = referents.without_head(model, 1, ids)
+        assert torch.allclose(referents.averaged_head(model, 1, ids, zero), zeroed, atol=1e-5)
+        mean = outputs[:, 1].mean(dim=0)  # (11, 8)
+        assert not torch.allclose(referents.averaged_head(model, 1, ids, mean), full)
+
+
 def test_noun_head_is_the_head_that_stays_on_one_noun():
     weights = torch.zeros(2, 2, 11, 11)
     weights[:, 1, referents.IT, referents.PLACE] = 0.9  # head 2 reads the place in both sentences

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnbook import tasks
-from attnbook.attention import MultiHeadAttention, SelfAttention
+from attnbook.attention import MultiHeadAttention, SelfAttention, split_heads
 from attnbook.data import Example, Splits, Vocab
 from attnbook.records import Experiment, register
 from attnbook.training import train_on_tensors
@@ -49,9 +49,12 @@ __all__ = [
     "referent_model",
     "referent_run",
     "without_head",
+    "head_outputs",
+    "averaged_head",
     "noun_head",
     "heads_model",
     "heads_run",
+    "averaged_run",
     "RATE_ARMS",
     "heads_rate_run",
     "IT",
@@ -530,6 +533,29 @@ def without_head(model: Reader, head: int, ids: Tensor) -> Tensor:
     return logits
 
 
+def head_outputs(model: Reader, ids: Tensor) -> Tensor:
+    """Each head's output before ``W^O``, its weights times its values.
+    ids ``(B, T)`` -> ``(B, H, T, d_head)``."""
+    attention = model.attention
+    x = model.embedding(ids)  # (B, T, d_model)
+    _, weights = attention(x, x, x)  # (B, H, T, T)
+    values = split_heads(attention.v_proj(x), attention.num_heads)  # (B, H, T, d_head)
+    return weights @ values
+
+
+def averaged_head(model: Reader, head: int, ids: Tensor, average: Tensor) -> Tensor:
+    """``model``'s logits with one head's output replaced by ``average`` ``(T, d_head)`` (its mean
+    over other sentences, position by position) instead of set to zero (:func:`without_head`).
+    ids ``(B, T)`` -> logits ``(B, T, V)``."""
+    attention = model.attention
+    d_head = attention.d_model // attention.num_heads
+    x = model.embedding(ids)  # (B, T, d_model)
+    z, _ = attention(x, x, x)  # (B, T, d_model)
+    w_o = attention.out_proj.weight[:, head * d_head : (head + 1) * d_head]  # (d_model, d_head)
+    change = average - head_outputs(model, ids)[:, head]  # (B, T, d_head)
+    return model.out(x + z + change @ w_o.T)
+
+
 def noun_head(weights: Tensor, is_animal: Tensor) -> tuple[int, int]:
     """(head, noun position): the head whose weight from "it" stays most on one noun in both kinds
     of sentence (its smaller mean over the two kinds is the largest). weights ``(N, H, T, T)``."""
@@ -642,6 +668,53 @@ register(
         "accuracy on the training sentences) on sentences about the "
         "animal and about the place, with every head and with one head's output removed from W^O's input (for two "
         "heads: on the sentences about the noun that one head reads, and on the others).",
+    )
+)
+
+
+def averaged_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
+    """``referent_heads``' two-head reader from ``seed``, each head removed two ways: its output set
+    to zero (:func:`without_head`, as ``referent_heads``) and replaced by its mean over the training
+    sentences, position by position (:func:`averaged_head`). Returns, on the held-out sentences about
+    the noun head's noun (``own``) and the others (``other``): ``own_without_noun``, ...,
+    ``other_without_other`` (zeroed, as ``referent_heads``) and ``own_averaged_noun``, ...,
+    ``other_averaged_other`` (averaged)."""
+    if arm != "two heads":
+        raise ValueError(f"unknown arm {arm!r}; the only arm is 'two heads'")
+    data = _referent_data(referent_vocab())
+    model = heads_model(2, seed, epochs, d_model)
+    (ids, referents), is_animal = data.test, data.test_is_animal
+    train_ids, train_referents = data.train
+    with torch.no_grad():
+        _, train_weights = model(train_ids)
+        averages = head_outputs(model, train_ids).mean(dim=0)  # (H, T, d_head)
+        noun, noun_at = noun_head(train_weights, train_referents == train_ids[:, ANIMAL])
+        own = is_animal if noun_at == ANIMAL else ~is_animal  # (N,): "it" is the noun head's noun
+        out = {}
+        for name, head in (("noun", noun), ("other", 1 - noun)):
+            for how, logits in (
+                ("without", without_head(model, head, ids)),
+                ("averaged", averaged_head(model, head, ids, averages[head])),
+            ):
+                answers = logits[:, IT].argmax(-1) == referents  # (N,)
+                out[f"own_{how}_{name}"] = answers[own].float().mean().item()
+                out[f"other_{how}_{name}"] = answers[~own].float().mean().item()
+    return out
+
+
+register(
+    Experiment(
+        name="referent_heads_averaged",
+        run=averaged_run,
+        arms=("two heads",),
+        seeds=tuple(range(100)),
+        settings=dict(epochs=60, d_model=16),
+        replay=dict(arm="two heads", seed=0),
+        chapter="chapters/05_multi_head.ipynb",
+        description="referent_heads' two-head reader (the same seeds, training and heads), each head removed "
+        "two ways: its output set to zero, as in referent_heads, and replaced by its mean output over the "
+        "training sentences, position by position: accuracy on the held-out sentences about the noun head's "
+        "noun and on the others.",
     )
 )
 
