@@ -86,7 +86,7 @@ def test_noun_head_is_the_head_that_stays_on_one_noun():
     [
         (referents.sense_run, "'tagger'"),
         (referents.referent_run, "one layer, two layers, one layer, 180 passes"),
-        (referents.heads_run, "one head, two heads, one head, 180 passes"),
+        (referents.heads_run, "one head, two heads, one head, 180 passes, two heads, 180 passes"),
         (neighbours.copy_run, "1 head, 2 heads"),
         (neighbours.frozen_run, "1 head, 1 head, d_model 32, 1 head, nonlinear, d_model 64, 1 head, per-position"),
     ],
