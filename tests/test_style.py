@@ -2,6 +2,7 @@
 code column (88 characters). Configuration: ruff.toml (notebooks 88, Python files 120)."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,21 @@ def test_no_notebook_glues_one_name_twice():
                     twice.append(f"{path.relative_to(ROOT)}: {name}")
                 seen.add(name)
     assert not twice, "\n".join(twice)
+
+
+def test_every_named_glue_is_used_by_the_text():
+    """A value glued under a literal name and printed nowhere is computed for no reader: the
+    sentence that used it was rewritten and the number stayed behind. (Names built in a loop,
+    f"..._{arm}", are not checked: a loop glues a whole table, and the text picks from it.)"""
+    unused = []
+    for path in sorted((ROOT / "chapters").rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        cells = json.loads(path.read_text())["cells"]
+        text = "".join("".join(c["source"]) for c in cells if c["cell_type"] != "code")
+        used = set(re.findall(r"\{glue(?::\w+)?\}`([^`:]+)", text))
+        code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        for name in re.findall(r'\bglue\(\s*"([^"]+)"', code):
+            if name not in used:
+                unused.append(f"{path.relative_to(ROOT)}: {name}")
+    assert not unused, "glued but printed nowhere (remove the glue):\n" + "\n".join(unused)
