@@ -17,11 +17,13 @@ from attnbook.attention import merge_heads, scaled_dot_product_attention, split_
 from attnbook.exercises import (
     beyond,
     check_causal_mask,
+    check_keep_best,
     check_mask_tokens,
     check_merge_heads,
     check_positional_encoding,
     check_running_softmax,
     check_scaled_dot_product_attention,
+    check_smoothing_over_others,
     check_split_heads,
     check_window_average,
 )
@@ -1130,3 +1132,225 @@ def test_no_traceback_escapes_for_odd_return_values(checker, capsys):
     ]:
         assert checker(lambda *a, value=value, **k: value) is False
         assert capsys.readouterr().out.count("✗") == 1
+
+
+# ============================================================ label smoothing over the V - 2 other classes
+
+
+def _others_target(targets, V, alpha, pad_id):
+    target = torch.full((len(targets), V), alpha / (V - 2))
+    target[:, pad_id] = 0.0
+    return target.scatter(1, targets.unsqueeze(1), 1 - alpha)
+
+
+def smoothing_right(logits, targets, alpha, pad_id=0):  # the notebook's solution
+    target = _others_target(targets, logits.size(-1), alpha, pad_id)
+    return -(target * logits.log_softmax(dim=-1)).sum(dim=-1).mean()
+
+
+def smoothing_by_parts(logits, targets, alpha, pad_id=0):
+    """(1 - alpha) x the right token's loss + alpha x the mean loss of the V - 2 others; a float."""
+    log_p = F.log_softmax(logits, dim=-1)
+    others = torch.ones_like(log_p, dtype=torch.bool)
+    others[:, pad_id] = False
+    others[torch.arange(len(targets)), targets] = False
+    right = -log_p.gather(1, targets[:, None]).squeeze(1)
+    spread = -(log_p * others).sum(dim=-1) / (logits.size(-1) - 2)
+    return ((1 - alpha) * right + alpha * spread).mean().item()
+
+
+def smoothing_with_probabilities(logits, targets, alpha, pad_id=0):
+    """F.cross_entropy accepts a target of class probabilities."""
+    return F.cross_entropy(logits, _others_target(targets, logits.size(-1), alpha, pad_id))
+
+
+@pytest.mark.parametrize("solution", [smoothing_right, smoothing_by_parts, smoothing_with_probabilities])
+def test_smoothing_over_others_accepts_correct_solutions(solution, capsys):
+    checker_passes(check_smoothing_over_others, solution, capsys)
+
+
+def _with_target(make):
+    """A loss against the target ``make(targets, V, alpha, pad_id)`` builds."""
+
+    def loss(logits, targets, alpha, pad_id=0):
+        target = make(targets, logits.size(-1), alpha, pad_id)
+        return -(target * logits.log_softmax(dim=-1)).sum(dim=-1).mean()
+
+    return loss
+
+
+def _spread(over, pad_zero, right):
+    def make(targets, V, alpha, pad_id):
+        target = torch.full((len(targets), V), alpha / over(V))
+        if pad_zero:
+            target[:, pad_id] = 0.0
+        return target.scatter(1, targets.unsqueeze(1), right(alpha))
+
+    return make
+
+
+def _pad_zero_hard_coded(targets, V, alpha, pad_id):
+    return _others_target(targets, V, alpha, 0)
+
+
+def _added_to_right(targets, V, alpha, pad_id):
+    target = torch.full((len(targets), V), alpha / (V - 2))
+    target[:, pad_id] = 0.0
+    target[torch.arange(len(targets)), targets] += 1 - alpha
+    return target
+
+
+@pytest.mark.parametrize(
+    "wrong, fragment",
+    [
+        (
+            lambda logits, targets, alpha, pad_id=0: F.cross_entropy(logits, targets, label_smoothing=alpha),
+            "this is PyTorch's label smoothing",
+        ),
+        (lambda logits, targets, alpha, pad_id=0: F.cross_entropy(logits, targets), "the plain cross-entropy"),
+        (_with_target(_pad_zero_hard_coded), "padding is class pad_id (here 6), not class 0"),
+        (_with_target(_spread(lambda V: V - 2, False, lambda a: 1 - a)), "the padding column must be 0"),
+        (_with_target(_spread(lambda V: V - 1, False, lambda a: 1 - a)), "not V - 1"),
+        (_with_target(_spread(lambda V: V - 1, True, lambda a: 1 - a)), "the row sums to less than 1"),
+        (_with_target(_added_to_right), "you added alpha / (V - 2) to it as well"),
+        (_with_target(_spread(lambda V: V - 2, True, lambda a: 1.0)), "the right token gets 1 - alpha, not 1"),
+        (lambda *args: -smoothing_right(*args), "the sign"),
+        (lambda logits, *rest: smoothing_right(logits, *rest) * logits.size(0), "you summed them"),
+        (lambda logits, *rest: smoothing_right(logits, *rest) / logits.size(1), "also divides by V"),
+        (
+            lambda logits, targets, alpha, pad_id=0: (
+                -(_others_target(targets, logits.size(-1), alpha, pad_id) * logits.log_softmax(dim=0))
+                .sum(dim=-1)
+                .mean()
+            ),
+            "not over the rows (dim=0)",
+        ),
+        (
+            lambda logits, targets, alpha, pad_id=0: F.kl_div(
+                logits.log_softmax(dim=-1),
+                _others_target(targets, logits.size(-1), alpha, pad_id),
+                reduction="batchmean",
+            ),
+            "this is the KL divergence",
+        ),
+        (
+            lambda logits, targets, alpha, pad_id=0: (
+                -(_others_target(targets, logits.size(-1), alpha, pad_id) * logits.softmax(dim=-1).log())
+                .sum(dim=-1)
+                .mean()
+            ),
+            "not the log of a softmax",
+        ),
+        (
+            lambda logits, targets, alpha, pad_id=0: (
+                -(_others_target(targets, logits.size(-1), alpha, pad_id) * logits.log_softmax(dim=-1)).sum(dim=-1)
+            ),
+            "one value per row, (N,) = (4,); average them with .mean()",
+        ),
+        (raises, "raised ValueError"),
+        (returns_none, "returned None"),
+    ],
+)
+def test_smoothing_over_others_rejects_wrong_solutions(wrong, fragment, capsys):
+    checker_fails(check_smoothing_over_others, wrong, capsys, fragment)
+
+
+def test_smoothing_over_others_a_one_element_loss_is_a_loss(capsys):
+    """A (1,) tensor or a NumPy float holds the same number as a 0-dim tensor."""
+    checker_passes(check_smoothing_over_others, lambda *args: smoothing_right(*args).reshape(1), capsys)
+    checker_passes(check_smoothing_over_others, lambda *args: np.float64(smoothing_right(*args)), capsys)
+
+
+# ============================================================ keeping a beam's best candidates
+
+
+def keep_best_right(scores, log_probs, token):  # the notebook's solution
+    batch, K = scores.shape
+    P = log_probs.size(-1)
+    totals = (scores.view(-1, 1) + log_probs).view(batch, K * P)  # (B, K·P)
+    scores, best = totals.topk(K, dim=-1)
+    parent = best // P + K * torch.arange(batch).unsqueeze(1)
+    return scores, parent, token.view(batch, K * P).gather(1, best)
+
+
+def keep_best_sorted(scores, log_probs, token):
+    """sort instead of topk; (B, K, P) indexing instead of gather."""
+    batch, K = scores.shape
+    P = log_probs.shape[1]
+    totals = (scores.reshape(batch, K, 1) + log_probs.reshape(batch, K, P)).reshape(batch, -1)
+    ordered, index = totals.sort(dim=-1, descending=True)
+    index = index[:, :K]
+    rows = torch.arange(batch)[:, None]
+    prefix = torch.div(index, P, rounding_mode="floor")
+    return ordered[:, :K], rows * K + prefix, token.reshape(batch, K, P)[rows, prefix, index % P]
+
+
+def keep_best_loop(scores, log_probs, token):
+    """One row and one candidate at a time, in plain Python."""
+    batch, K = scores.shape
+    P = log_probs.shape[1]
+    kept = []
+    for b in range(batch):
+        candidates = [
+            (float(scores[b, k] + log_probs[b * K + k, p]), b * K + k, int(token[b * K + k, p]))
+            for k in range(K)
+            for p in range(P)
+        ]
+        kept.append(sorted(candidates, key=lambda c: -c[0])[:K])
+    return tuple(torch.tensor([[c[i] for c in row] for row in kept]) for i in range(3))
+
+
+@pytest.mark.parametrize("solution", [keep_best_right, keep_best_sorted, keep_best_loop])
+def test_keep_best_accepts_correct_solutions(solution, capsys):
+    checker_passes(check_keep_best, solution, capsys)
+
+
+def _keep_best_with(parent=None, token=None, totals=None, largest=True):
+    """keep_best_right with one part computed another way."""
+
+    def fn(scores, log_probs, tokens):
+        batch, K = scores.shape
+        P = log_probs.size(-1)
+        every = (scores.view(-1, 1) + log_probs).view(batch, K * P) if totals is None else totals(scores, log_probs)
+        kept, best = every.topk(K, dim=-1, largest=largest)
+        rows = torch.arange(batch).unsqueeze(1)
+        made = best // P + K * rows if parent is None else parent(best, K, P, rows)
+        ids = tokens.view(batch, K * P).gather(1, best) if token is None else token(best, tokens, P)
+        return kept, made, ids
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "wrong, fragment",
+    [
+        (_keep_best_with(parent=lambda best, K, P, rows: best // K + K * rows), "not j // K"),
+        (_keep_best_with(parent=lambda best, K, P, rows: best // P), "add K * torch.arange(B)[:, None]"),
+        (_keep_best_with(parent=lambda best, K, P, rows: best // P + rows), "not torch.arange(B)[:, None]"),
+        (_keep_best_with(parent=lambda best, K, P, rows: best // P + P * rows), "not b·P"),
+        (_keep_best_with(parent=lambda best, K, P, rows: best % P + K * rows), "which of its P proposals won"),
+        (_keep_best_with(token=lambda best, tokens, P: best % P), "return the token ids"),
+        (_keep_best_with(token=lambda best, tokens, P: tokens.flatten()[best]), "reads row 0's candidates"),
+        (
+            _keep_best_with(totals=lambda scores, log_probs: log_probs.view(scores.size(0), -1)),
+            "add each prefix's score",
+        ),
+        (_keep_best_with(largest=False), "keep the K *largest* totals"),
+        (lambda *args: tuple(part.flip(-1) for part in keep_best_right(*args)), "keep the K *largest* totals"),
+        (lambda *args: tuple(part.flatten() for part in keep_best_right(*args)), "not flattened"),
+        (lambda *args: keep_best_right(*args)[:2], "a tuple of 2 items but expected 3"),
+        (raises, "raised ValueError"),
+        (returns_none, "returned None"),
+    ],
+)
+def test_keep_best_rejects_wrong_solutions(wrong, fragment, capsys):
+    checker_fails(check_keep_best, wrong, capsys, fragment)
+
+
+def test_keep_best_a_right_part_never_gets_a_wrong_part_s_hint(capsys):
+    """Only the token is wrong here; on some cases best // K equals best // P, and the parent's
+    hint must not be given for a parent that is right."""
+    out = checker_fails(
+        check_keep_best, _keep_best_with(token=lambda best, tokens, P: best % P), capsys, "return the token ids"
+    )
+    assert "j // K" not in out, out

@@ -24,7 +24,8 @@ One module per chapter; import every checker from here, e.g.
 - Chapter 5 (multi-head attention, :mod:`attnbook.exercises.multi_head`):
   :func:`check_split_heads`, :func:`check_merge_heads`.
 - Chapter 6 (the Transformer, :mod:`attnbook.exercises.transformer`):
-  :func:`check_positional_encoding`, :func:`check_causal_mask`.
+  :func:`check_positional_encoding`, :func:`check_causal_mask`,
+  :func:`check_smoothing_over_others`, :func:`check_keep_best`.
 - Chapter 7 (beyond 2017, :mod:`attnbook.exercises.beyond`):
   :func:`check_mask_tokens`, :func:`check_running_softmax`.
 - Chapter 8 (today's decoder block, :mod:`attnbook.exercises.modern`):
@@ -39,7 +40,12 @@ from attnbook.exercises.modern import check_apply_rope, check_expand_kv_heads, c
 from attnbook.exercises.multi_head import check_merge_heads, check_split_heads
 from attnbook.exercises.self_attention import check_scaled_dot_product_attention, check_window_average
 from attnbook.exercises.seq2seq import check_greedy_decode, check_teacher_forcing_inputs
-from attnbook.exercises.transformer import check_causal_mask, check_positional_encoding
+from attnbook.exercises.transformer import (
+    check_causal_mask,
+    check_keep_best,
+    check_positional_encoding,
+    check_smoothing_over_others,
+)
 
 __all__ = [
     "check_teacher_forcing_inputs",
@@ -56,6 +62,8 @@ __all__ = [
     "check_merge_heads",
     "check_positional_encoding",
     "check_causal_mask",
+    "check_smoothing_over_others",
+    "check_keep_best",
     "check_mask_tokens",
     "check_running_softmax",
     "check_apply_rope",

@@ -2,18 +2,23 @@
 
 - :func:`check_positional_encoding`: the sinusoidal positional encodings of Vaswani et al. §3.5.
 - :func:`check_causal_mask`: the decoder's look-ahead mask.
+- :func:`check_smoothing_over_others`: label smoothing that spreads alpha over the classes that are
+  neither the right token nor padding.
+- :func:`check_keep_best`: a beam step's bookkeeping, when each prefix proposes P tokens.
 
 Import them from :mod:`attnbook.exercises`; how a checker reports is described there.
-The references are :func:`attnbook.transformer.sinusoidal_positions` and :func:`attnbook.transformer.causal_mask`.
+The references are :func:`attnbook.transformer.sinusoidal_positions`, :func:`attnbook.transformer.causal_mask`
+and this module's ``_over_others_loss``.
 """
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from attnbook.exercises._checking import Case, as_tensor, checker, close, compare
 from attnbook.transformer import causal_mask, sinusoidal_positions
 
-__all__ = ["check_positional_encoding", "check_causal_mask"]
+__all__ = ["check_positional_encoding", "check_causal_mask", "check_smoothing_over_others", "check_keep_best"]
 
 
 # ============================================================ positional encoding
@@ -242,6 +247,317 @@ def check_causal_mask(fn) -> bool:
 
     Shapes:
         mask: ``(size, size)`` bool.
+
+    Returns True if every case passed.
+    """
+
+
+# ============================================================ label smoothing over the other classes
+
+
+def _over_others_target(targets: torch.Tensor, V: int, alpha: float, pad_id: int) -> torch.Tensor:
+    """The right token 1 - alpha, padding 0, each of the other V - 2 classes alpha / (V - 2): ``(N, V)``."""
+    target = torch.full((len(targets), V), alpha / (V - 2), dtype=torch.float64)
+    target[:, pad_id] = 0.0
+    return target.scatter(1, targets.unsqueeze(1), 1 - alpha)
+
+
+def _cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``-sum(target * log_softmax(logits))`` over the classes, averaged over the rows."""
+    return -(target * logits.double().log_softmax(dim=-1)).sum(dim=-1).mean()
+
+
+def _smoothing_cases() -> list[Case]:
+    gen = torch.Generator().manual_seed(6)
+    cases = []
+    for N, V, alpha, pad_id, scale, what in (
+        (4, 6, 0.1, 0, 1.0, "pad_id 0"),
+        (3, 7, 0.2, 6, 1.0, "pad_id 6, the last class"),
+        (5, 8, 0.1, 2, 40.0, "pad_id 2, logits so large that softmax rounds some probabilities to 0"),
+        (2, 3, 0.3, 1, 1.0, "V = 3: one class is neither the right token nor padding"),
+        (3, 5, 0.0, 0, 1.0, "alpha = 0: the plain cross-entropy"),
+    ):
+        logits = torch.randn(N, V, generator=gen) * scale  # (N, V)
+        allowed = torch.tensor([v for v in range(V) if v != pad_id])
+        targets = allowed[torch.randint(len(allowed), (N,), generator=gen)]  # (N,), never pad_id
+        expected = _cross_entropy(logits, _over_others_target(targets, V, alpha, pad_id)).float()
+        cases.append(
+            Case(
+                f"logits of shape ({N}, {V}), targets {targets.tolist()}, alpha={alpha}, {what}",
+                args=(logits, targets, alpha, pad_id),
+                arg_names=("logits", "targets", "alpha", "pad_id"),
+                expected=expected,
+            )
+        )
+    return cases
+
+
+def _smoothing_mistakes(case: Case) -> list[tuple[torch.Tensor, str]]:
+    logits, targets, alpha, pad_id = case.args
+    N, V = logits.shape
+    one_hot = F.one_hot(targets, V).double()  # (N, V)
+    right = _over_others_target(targets, V, alpha, pad_id)
+
+    def spread(over: int, pad_gets_some: bool, right_value: float) -> torch.Tensor:
+        target = torch.full((N, V), alpha / over, dtype=torch.float64)
+        if not pad_gets_some:
+            target[:, pad_id] = 0.0
+        return target.scatter(1, targets.unsqueeze(1), right_value)
+
+    padding_at_0 = right.clone()
+    if pad_id != 0:  # the padding column taken as 0 whatever pad_id says
+        padding_at_0[:, pad_id] = alpha / (V - 2)
+        padding_at_0[:, 0] = torch.where(targets == 0, 1 - alpha, 0.0)
+    ce = _cross_entropy
+    return [
+        (
+            ce(logits, one_hot * (1 - alpha) + alpha / V),
+            "this is PyTorch's label smoothing (alpha / V to every class, padding included, and 1 - alpha + "
+            "alpha / V to the right token); the exercise's gives the right token exactly 1 - alpha, padding 0, "
+            "and alpha / (V - 2) to each of the other classes",
+        ),
+        (
+            ce(logits, one_hot),
+            "this is the plain cross-entropy, without smoothing: the target row should give the right token "
+            "1 - alpha and share alpha among the other V - 2 classes",
+        ),
+        (
+            ce(logits, padding_at_0) if pad_id != 0 else None,
+            f"padding is class pad_id (here {pad_id}), not class 0: zero the column target[:, pad_id]",
+        ),
+        (
+            ce(logits, spread(V - 2, True, 1 - alpha)),
+            "the padding column must be 0: padding is never a right answer. With it zeroed, the row sums to 1",
+        ),
+        (
+            ce(logits, spread(V - 1, True, 1 - alpha)),
+            "alpha is shared among V - 2 classes, not V - 1: padding gets 0, the other classes alpha / (V - 2) each",
+        ),
+        (
+            ce(logits, spread(V - 1, False, 1 - alpha)),
+            "divide alpha by V - 2, the classes that are neither the right token nor padding: with V - 1 the "
+            "row sums to less than 1",
+        ),
+        (
+            ce(logits, right + alpha / (V - 2) * one_hot),
+            "the right token gets exactly 1 - alpha: you added alpha / (V - 2) to it as well (fill the row, "
+            "then *set* the right token, with scatter or an index, rather than adding to it)",
+        ),
+        (
+            ce(logits, spread(V - 2, False, 1.0)),
+            "the right token gets 1 - alpha, not 1: the row must sum to 1 (the right token's 1 - alpha plus "
+            "the others' alpha)",
+        ),
+        (
+            -ce(logits, right),
+            "the sign: the loss is minus the sum of target × log-probability (log-probabilities are negative, so "
+            "the loss is positive)",
+        ),
+        (
+            ce(logits, right) * N,
+            "average over the N rows (as F.cross_entropy does): you summed them",
+        ),
+        (
+            ce(logits, right) / V,
+            "sum over the classes, then average over the rows: .mean() over the whole (N, V) product also divides by V",
+        ),
+        (
+            -(right * logits.double().log_softmax(dim=0)).sum(dim=-1).mean(),
+            "log_softmax over the classes (dim=-1), not over the rows (dim=0)",
+        ),
+        (
+            ce(logits, right) + (right * torch.where(right > 0, right.log(), 0.0)).sum(dim=-1).mean(),
+            "this is the KL divergence from the target (F.kl_div, nn.KLDivLoss): it is the cross-entropy minus "
+            "the target's own entropy. The exercise asks for the cross-entropy, which is what F.cross_entropy "
+            "computes (so the two can be compared)",
+        ),
+    ]
+
+
+def _compare_smoothing(got, case: Case) -> str | None:
+    if isinstance(got, (float, int, np.floating)) and not isinstance(got, bool):
+        got = torch.tensor(float(got))  # .item() is as good as the tensor
+    got = as_tensor(got)
+    if isinstance(got, torch.Tensor) and got.numel() == 1 and got.dim() > 0:
+        got = got.reshape(())  # a (1,) or (1, 1) loss holds the same number
+    if isinstance(got, torch.Tensor) and got.dim() > 0:
+        N = case.args[0].size(0)
+        rows = f": one value per row, (N,) = ({N},); average them with .mean()" if got.shape == (N,) else ""
+        return f"the loss has shape {tuple(got.shape)} but should be one number (a 0-dim tensor){rows}"
+    problem = compare(got, case.expected, "the loss", atol=1e-4)
+    if problem is None or not isinstance(got, torch.Tensor):
+        return problem
+    if not torch.isfinite(got).all():
+        return (
+            f"{problem}\nhint: with logits this large, softmax rounds some probabilities to 0, so their log is -inf "
+            "and 0 × -inf is nan: take logits.log_softmax(dim=-1) (or F.log_softmax), not the log of a softmax"
+        )
+    for wrong, hint in _smoothing_mistakes(case):
+        if wrong is not None and close(got.detach().double().reshape(()), wrong.reshape(()), atol=1e-4):
+            return f"{problem}\nhint: {hint}"
+    return problem
+
+
+@checker(
+    "label smoothing over the V - 2 other classes",
+    _smoothing_cases,
+    _compare_smoothing,
+    summary="pad_id first, last and in the middle, V = 3, logits large enough to round softmax to 0, alpha = 0",
+)
+def check_smoothing_over_others(fn) -> bool:
+    """Check ``fn(logits, targets, alpha, pad_id) -> loss``: the cross-entropy against a target that gives the
+    right token ``1 - alpha``, padding ``0`` and each of the other ``V - 2`` classes ``alpha / (V - 2)``,
+    averaged over the rows. No target is ``pad_id``.
+
+    Shapes:
+        logits ``(N, V)``, targets ``(N,)`` -> loss ``()``.
+
+    Returns True if every case passed.
+    """
+
+
+# ============================================================ a beam step's bookkeeping
+
+
+def _keep_best(scores: torch.Tensor, log_probs: torch.Tensor, token: torch.Tensor) -> tuple:
+    """The reference: the K best of each row's K·P candidates, best first."""
+    batch, K = scores.shape
+    P = log_probs.size(-1)
+    totals = (scores.reshape(-1, 1) + log_probs).reshape(batch, K * P)  # (B, K·P)
+    best_scores, best = totals.topk(K, dim=-1)  # (B, K) each
+    parent = best // P + K * torch.arange(batch).unsqueeze(1)  # (B, K): rows of B·K
+    return best_scores, parent, token.reshape(batch, K * P).gather(1, best)
+
+
+def _keep_best_cases() -> list[Case]:
+    gen = torch.Generator().manual_seed(11)
+    cases = []
+    for batch, K, P, first, what in (
+        (1, 2, 3, False, "one row"),
+        (2, 3, 5, False, "P > K"),
+        (3, 4, 2, False, "P < K"),
+        (2, 2, 4, True, "the first step: only each row's first prefix is live (the others score -inf)"),
+        (2, 1, 3, False, "K = 1: greedy"),
+        (2, 3, 3, False, "P = K"),
+    ):
+        scores = -torch.rand(batch, K, generator=gen) * 5  # (B, K): summed log-probabilities
+        if first:
+            scores[:, 1:] = float("-inf")
+        log_probs = -torch.rand(batch * K, P, generator=gen) * 3  # (B·K, P)
+        log_probs = log_probs.sort(dim=-1, descending=True).values  # as topk returns them
+        token = torch.stack([torch.randperm(20, generator=gen)[:P] for _ in range(batch * K)])  # (B·K, P) ids
+        cases.append(
+            Case(
+                f"B={batch}, K={K}, P={P}, {what}",
+                args=(scores, log_probs, token),
+                arg_names=("scores", "log_probs", "token"),
+                expected=_keep_best(scores, log_probs, token),
+                info={"B": batch, "K": K, "P": P},
+            )
+        )
+    return cases
+
+
+def _keep_best_mistakes(case: Case) -> list[tuple[torch.Tensor, str, str]]:
+    """(wrong parent or token or scores, which output, hint)."""
+    scores, log_probs, token = case.args
+    batch, K = scores.shape
+    P = log_probs.size(-1)
+    totals = (scores.reshape(-1, 1) + log_probs).reshape(batch, K * P)
+    _, best = totals.topk(K, dim=-1)
+    offsets = torch.arange(batch).unsqueeze(1)  # (B, 1)
+    alone = log_probs.reshape(batch, K * P).topk(K, dim=-1)
+    return [
+        (
+            best // K + K * offsets,
+            "parent",
+            "candidate j of a row came from prefix j // P (each prefix proposed P tokens), not j // K: "
+            "beam_step's best // K works only because there P = K",
+        ),
+        (best % P + K * offsets, "parent", "the prefix is best // P; best % P is which of its P proposals won"),
+        (best % K + K * offsets, "parent", "the prefix is best // P (integer division), not a remainder"),
+        (
+            best // P,
+            "parent",
+            "best // P is the prefix among its own row's K; add K * torch.arange(B)[:, None] to make it a row "
+            "of the B·K rows (row b's prefixes are rows b·K to b·K + K - 1)",
+        ),
+        (
+            best // P + offsets,
+            "parent",
+            "row b's prefixes start at row b·K of the B·K rows: add K * torch.arange(B)[:, None], not "
+            "torch.arange(B)[:, None]",
+        ),
+        (
+            best // P + P * offsets,
+            "parent",
+            "row b's prefixes start at row b·K (K prefixes a row), not b·P: add K * torch.arange(B)[:, None]",
+        ),
+        (
+            best % P,
+            "token",
+            "return the token ids: token.reshape(B, K·P).gather(1, best), not best % P (which column won)",
+        ),
+        (
+            token.reshape(batch * K * P)[best],
+            "token",
+            "gather each row's tokens from its own K·P candidates: token.reshape(B, K·P).gather(1, best); indexing "
+            "the flattened tokens with best reads row 0's candidates for every row",
+        ),
+        (
+            alone.values,
+            "scores",
+            "add each prefix's score to its proposals' log-probabilities before choosing: a candidate's score "
+            "is its prefix's score plus the new token's log-probability",
+        ),
+    ]
+
+
+_KEEP_BEST_NAMES = ("scores", "parent", "token")
+
+
+def _compare_keep_best(got, case: Case) -> str | None:
+    problem = compare(got, case.expected, "the output", item_names=_KEEP_BEST_NAMES)
+    if problem is None or not isinstance(got, tuple) or len(got) != 3:
+        return problem
+    expected_scores, _, _ = case.expected
+    parts = dict(zip(_KEEP_BEST_NAMES, (as_tensor(g) for g in got)))
+    scores, log_probs, token = case.args
+    batch, K = scores.shape
+    for name, value in parts.items():
+        if isinstance(value, torch.Tensor) and tuple(value.shape) == (batch * K,):
+            return f"{problem}\nhint: return {name} as (B, K) = ({batch}, {K}), one row per sentence, not flattened"
+    got_scores = parts["scores"]
+    if isinstance(got_scores, torch.Tensor) and got_scores.shape == expected_scores.shape and K > 1:
+        totals = (scores.reshape(-1, 1) + log_probs).reshape(batch, -1)  # (B, K·P)
+        lowest = totals.topk(K, dim=-1, largest=False).values
+        if torch.equal(got_scores, expected_scores.flip(-1)) or torch.equal(got_scores, lowest):
+            return f"{problem}\nhint: keep the K *largest* totals, best first: topk(K) (or sort descending)"
+    expected = dict(zip(_KEEP_BEST_NAMES, case.expected))
+    for wrong, name, hint in _keep_best_mistakes(case):
+        value = parts[name]
+        if not isinstance(value, torch.Tensor) or value.shape != wrong.shape:
+            continue
+        value = value.to(wrong.dtype)
+        if torch.equal(value, wrong) and not torch.equal(value, expected[name].to(wrong.dtype)):
+            return f"{problem}\nhint: {hint}"
+    return problem
+
+
+@checker(
+    "keeping a beam's best candidates",
+    _keep_best_cases,
+    _compare_keep_best,
+    summary="P above, below and equal to K, one row, K = 1, a first step with -inf scores",
+    shape_hint="scores (B, K) = ({B}, {K}), log_probs and token (B·K, P) = ({B}·{K}, {P})",
+)
+def check_keep_best(fn) -> bool:
+    """Check ``fn(scores, log_probs, token) -> (scores, parent, token)``: of each row's ``K·P`` candidates
+    (prefix ``k``'s score plus its ``p``-th proposal's log-probability) keep the ``K`` best, best first; ``parent``
+    is the row of ``B·K`` each kept candidate grew from, ``token`` its token id.
+
+    Shapes:
+        scores ``(B, K)``, log_probs and token ``(B·K, P)`` -> scores, parent, token ``(B, K)`` each.
 
     Returns True if every case passed.
     """
