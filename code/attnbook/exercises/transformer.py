@@ -390,7 +390,8 @@ def _compare_smoothing(got, case: Case) -> str | None:
     if not torch.isfinite(got).all():
         return (
             f"{problem}\nhint: with logits this large, softmax rounds some probabilities to 0, so their log is -inf "
-            "and 0 × -inf is nan: take logits.log_softmax(dim=-1) (or F.log_softmax), not the log of a softmax"
+            "and the loss inf (or nan, where a target of 0 meets it: 0 × -inf): take logits.log_softmax(dim=-1) "
+            "(or F.log_softmax), not the log of a softmax"
         )
     for wrong, hint in _smoothing_mistakes(case):
         if wrong is not None and close(got.detach().double().reshape(()), wrong.reshape(()), atol=1e-4):
