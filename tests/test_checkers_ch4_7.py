@@ -1336,6 +1336,14 @@ def _keep_best_with(parent=None, token=None, totals=None, largest=True):
             "add each prefix's score",
         ),
         (_keep_best_with(largest=False), "keep the K *largest* totals"),
+        (
+            _keep_best_with(
+                totals=lambda scores, log_probs: (
+                    scores.repeat(1, log_probs.size(-1)) + log_probs.reshape(scores.size(0), -1)
+                )
+            ),
+            "scores.repeat_interleave(P, dim=1)",
+        ),
         (lambda *args: tuple(part.flip(-1) for part in keep_best_right(*args)), "keep the K *largest* totals"),
         (lambda *args: tuple(part.flatten() for part in keep_best_right(*args)), "not flattened"),
         (lambda *args: keep_best_right(*args)[:2], "a tuple of 2 items but expected 3"),
@@ -1354,3 +1362,13 @@ def test_keep_best_a_right_part_never_gets_a_wrong_part_s_hint(capsys):
         check_keep_best, _keep_best_with(token=lambda best, tokens, P: best % P), capsys, "return the token ids"
     )
     assert "j // K" not in out, out
+
+
+def test_keep_best_hints_only_at_the_first_wrong_output(capsys):
+    """Tiled scores choose the wrong candidates, so parent and token are wrong too; a parent made
+    from those can equal another mistake's parent by chance, and its hint must not be given."""
+    tiled = _keep_best_with(
+        totals=lambda scores, log_probs: scores.repeat(1, log_probs.size(-1)) + log_probs.reshape(scores.size(0), -1)
+    )
+    out = checker_fails(check_keep_best, tiled, capsys, "scores values differ", "repeat_interleave")
+    assert out.count("hint:") == 1 and "proposals won" not in out and "j // K" not in out, out

@@ -468,7 +468,15 @@ def _keep_best_mistakes(case: Case) -> list[tuple[torch.Tensor, str, str]]:
     _, best = totals.topk(K, dim=-1)
     offsets = torch.arange(batch).unsqueeze(1)  # (B, 1)
     alone = log_probs.reshape(batch, K * P).topk(K, dim=-1)
+    tiled = (scores.repeat(1, P) + log_probs.reshape(batch, K * P)).topk(K, dim=-1).values
     return [
+        (
+            tiled,
+            "scores",
+            "scores.repeat(1, P) lays the prefixes' scores out as k0 k1 k0 k1 ..., but a row's candidates lie "
+            "prefix by prefix (P of prefix 0, then P of prefix 1, ...): use scores.repeat_interleave(P, dim=1), or "
+            "add scores.reshape(-1, 1) to the (B·K, P) log-probabilities before flattening",
+        ),
         (
             best // K + K * offsets,
             "parent",
@@ -535,12 +543,14 @@ def _compare_keep_best(got, case: Case) -> str | None:
         if torch.equal(got_scores, expected_scores.flip(-1)) or torch.equal(got_scores, lowest):
             return f"{problem}\nhint: keep the K *largest* totals, best first: topk(K) (or sort descending)"
     expected = dict(zip(_KEEP_BEST_NAMES, case.expected))
+    # hint only at the first output that is wrong: a wrong choice of candidates makes the later
+    # outputs wrong too, and one of them can then equal another mistake's by chance
+    first = next((name for name in _KEEP_BEST_NAMES if compare(parts[name], expected[name]) is not None), None)
     for wrong, name, hint in _keep_best_mistakes(case):
         value = parts[name]
-        if not isinstance(value, torch.Tensor) or value.shape != wrong.shape:
+        if name != first or not isinstance(value, torch.Tensor) or value.shape != wrong.shape:
             continue
-        value = value.to(wrong.dtype)
-        if torch.equal(value, wrong) and not torch.equal(value, expected[name].to(wrong.dtype)):
+        if torch.equal(value.to(wrong.dtype), wrong):
             return f"{problem}\nhint: {hint}"
     return problem
 
