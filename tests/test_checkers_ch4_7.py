@@ -1213,6 +1213,13 @@ def _added_to_right(targets, V, alpha, pad_id):
         (_with_target(_spread(lambda V: V - 1, False, lambda a: 1 - a)), "not V - 1"),
         (_with_target(_spread(lambda V: V - 1, True, lambda a: 1 - a)), "the row sums to less than 1"),
         (_with_target(_added_to_right), "you added alpha / (V - 2) to it as well"),
+        (
+            lambda logits, targets, alpha, pad_id=0: (
+                (1 - alpha) * F.cross_entropy(logits, targets)
+                - alpha * logits.log_softmax(dim=-1).sum(dim=-1).mean() / (logits.size(-1) - 2)
+            ),
+            "you gave it to every class",
+        ),
         (_with_target(_spread(lambda V: V - 2, True, lambda a: 1.0)), "the right token gets 1 - alpha, not 1"),
         (lambda *args: -smoothing_right(*args), "the sign"),
         (lambda logits, *rest: smoothing_right(logits, *rest) * logits.size(0), "you summed them"),

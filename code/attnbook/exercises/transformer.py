@@ -326,6 +326,11 @@ def _smoothing_mistakes(case: Case) -> list[tuple[torch.Tensor, str]]:
             f"padding is class pad_id (here {pad_id}), not class 0: zero the column target[:, pad_id]",
         ),
         (
+            ce(logits, (one_hot * (1 - alpha) + alpha / (V - 2))),
+            "alpha / (V - 2) goes only to the V - 2 classes that are neither the right token nor padding: you "
+            "gave it to every class, the right token and padding too (so the row sums to more than 1)",
+        ),
+        (
             ce(logits, spread(V - 2, True, 1 - alpha)),
             "the padding column must be 0: padding is never a right answer. With it zeroed, the row sums to 1",
         ),
