@@ -439,8 +439,8 @@ def _keep_best_cases() -> list[Case]:
     gen = torch.Generator().manual_seed(11)
     cases = []
     for batch, K, P, first, what in (
+        (2, 3, 5, False, "P > K"),  # first: two rows, so a missing or wrong row offset shows at once
         (1, 2, 3, False, "one row"),
-        (2, 3, 5, False, "P > K"),
         (3, 4, 2, False, "P < K"),
         (2, 2, 4, True, "the first step: only each row's first prefix is live (the others score -inf)"),
         (2, 1, 3, False, "K = 1: greedy"),
