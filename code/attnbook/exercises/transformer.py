@@ -439,7 +439,9 @@ def _keep_best_cases() -> list[Case]:
     gen = torch.Generator().manual_seed(11)
     cases = []
     for batch, K, P, first, what in (
-        (2, 3, 5, False, "P > K"),  # first: two rows, so a missing or wrong row offset shows at once
+        # first: two rows, so a missing or wrong row offset shows at once; the last prefix
+        # scores best, so the kept candidates lie past index K and best // K goes wrong
+        (2, 3, 5, False, "P > K, the last prefix the best"),
         (1, 2, 3, False, "one row"),
         (3, 4, 2, False, "P < K"),
         (2, 2, 4, True, "the first step: only each row's first prefix is live (the others score -inf)"),
@@ -447,6 +449,8 @@ def _keep_best_cases() -> list[Case]:
         (2, 3, 3, False, "P = K"),
     ):
         scores = -torch.rand(batch, K, generator=gen) * 5  # (B, K): summed log-probabilities
+        if "last prefix" in what:
+            scores = scores.sort(dim=-1).values  # ascending: prefix K - 1 leads
         if first:
             scores[:, 1:] = float("-inf")
         log_probs = -torch.rand(batch * K, P, generator=gen) * 3  # (B·K, P)
