@@ -53,7 +53,8 @@ def _mistakes(x: torch.Tensor, heads: int) -> list[tuple[torch.Tensor, str]]:
             x.reshape(batch, heads, length, d_head),
             "a reshape straight to (B, H, T, d_head) mixes positions: head 0 "
             "gets the first T·d_head numbers of the row, which spill over into the next positions. View as "
-            "(B, T, H, d_head) first, then transpose(1, 2)",
+            "(B, T, H, d_head) first, then transpose(1, 2) (or, without either, slice each head's block of "
+            "features and torch.stack the slices along dim=1)",
         ),
         (
             x.view(batch, length, d_head, heads).permute(0, 3, 1, 2),
