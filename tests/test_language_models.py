@@ -203,6 +203,23 @@ def test_peak_memory_sees_a_large_allocation_and_log_slope_finds_powers():
         cost.log_slope([10], [1.0])
 
 
+def test_peak_memory_repeats_the_call_and_keeps_the_largest_reading():
+    sizes = iter([1, 64 * 2**20, 1])  # bytes: only the second call holds a large block
+    calls = []
+
+    def call():
+        calls.append(1)
+        return torch.ones(next(sizes) // 4)
+
+    peak = cost.peak_memory(call, repeat=3)
+    assert len(calls) == 3
+    if peak is not None:  # Linux
+        assert 0.9 * 64 * 2**20 < peak < 1.5 * 64 * 2**20
+    for bad in (0, 2.0, "3"):
+        with pytest.raises(ValueError, match="repeat must be a positive int, got"):
+            cost.peak_memory(call, repeat=bad)
+
+
 def fake_clock(monkeypatch, durations):
     """Make ``attnbook.cost`` read a clock the test controls: ``step(name)()`` advances it by the next
     of ``durations[name]`` and logs the call. No test times anything live: a busy machine slows any call."""

@@ -151,7 +151,7 @@ def benchmark_cpu(report: dict) -> str:
     return f"{report['provenance'].get('cpus', '?')}-core {vendor} ({named})"
 
 
-def peak_memory(fn: Callable[[], object]) -> int | None:
+def peak_memory(fn: Callable[[], object], repeat: int = 1) -> int | None:
     """The most memory ``fn()`` held at once beyond what the process held before the call, in bytes.
 
     Read from Linux's peak resident set size (``VmHWM`` in ``/proc/self/status``), which writing ``5`` to
@@ -159,19 +159,25 @@ def peak_memory(fn: Callable[[], object]) -> int | None:
     most large blocks come fresh from the system and count; but glibc may still carve a request from memory
     the process already holds (freed earlier), which the counter does not see. So the result is a lower
     bound on what the call's tensors needed at once, close to it for large arrays; small readings (about
-    a MiB or less) say little. None where Linux's counters are missing.
+    a MiB or less) say little. Readings of the same call can also differ by a block now and then (the
+    cause was not found), so with ``repeat`` > 1 the call runs that many times and the largest is
+    returned. None where Linux's counters are missing.
     """
+    if not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"peak_memory: repeat must be a positive int, got {repeat!r}")
     _fix_mmap_threshold()
-    try:
-        with open("/proc/self/clear_refs", "w") as reset:
-            reset.write("5")
-        before = _status_bytes("VmRSS")
-    except OSError:
-        return None
-    result = fn()
-    peak = _status_bytes("VmHWM")
-    del result
-    return max(peak - before, 0)
+    peaks = []
+    for _ in range(repeat):
+        try:
+            with open("/proc/self/clear_refs", "w") as reset:
+                reset.write("5")
+            before = _status_bytes("VmRSS")
+        except OSError:
+            return None
+        result = fn()
+        peaks.append(max(_status_bytes("VmHWM") - before, 0))
+        del result
+    return max(peaks)
 
 
 def _fix_mmap_threshold() -> None:
