@@ -7,9 +7,9 @@ still pass there, or the learner meets an AssertionError in the middle of a chap
 
 Here each notebook runs once more, in a fresh kernel and without comparing outputs, with torch's
 unpinned kernels (``UNPINNED``: MKL's own choice of code path, ATen's AVX-512 kernels where the
-CPU has them, oneDNN's full instruction set), which train every seed to other numbers than the
-pinned ones of ``import attnbook``. Any error outside the cells tagged ``raises-exception``
-fails the test.
+CPU has them and its plain ones where it does not, oneDNN's full instruction set), which train
+every seed to other numbers than the pinned ones of ``import attnbook``. Any error outside the
+cells tagged ``raises-exception`` fails the test.
 """
 
 from pathlib import Path
@@ -24,8 +24,31 @@ import attnbook
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p for p in (ROOT / "chapters").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
+
+def other_aten_capability(cpuinfo: str) -> str:
+    """ATen's AVX-512 kernels where the CPU has them, else its plain ones: asked for AVX-512 on a
+    CPU without it, torch runs them anyway and the kernel dies of an illegal instruction."""
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
+    return "avx512" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= set(flags) else "default"
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""  # not Linux: the plain kernels, which every CPU runs
+
+
 #: The other kernels: ``import attnbook`` keeps variables that are already set.
-UNPINNED = {"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "ALL"}
+UNPINNED = {"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": other_aten_capability(_cpuinfo()), "ONEDNN_MAX_CPU_ISA": "ALL"}
+
+
+def test_avx512_is_asked_for_only_where_the_cpu_has_it():
+    avx512 = "flags\t\t: fpu sse avx2 avx512f avx512dq avx512bw avx512vl\n"
+    assert other_aten_capability(avx512) == "avx512"
+    assert other_aten_capability("flags\t\t: fpu sse avx avx2 fma\n") == "default"
+    assert other_aten_capability("flags\t\t: avx2 avx512f\n") == "default"  # not all four
+    assert other_aten_capability("") == "default"
 
 
 def test_the_other_kernels_are_the_pinned_ones_unpinned():
