@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from attnbook.compare import paired_difference, pairs_tested, sign_test, summarize, t_quantile
+from attnbook.compare import paired_difference, pairs_tested, permutation_test, sign_test, summarize, t_quantile
 
 
 def test_t_quantiles_match_the_tables():
@@ -55,6 +55,20 @@ def test_sign_test_counts_signs_and_gives_the_exact_p():
     assert sign_test(two, one).p == result.p  # two-sided
     assert sign_test([1, 2, 3], [1, 2, 3]) == (0, 0, 1.0)  # all ties: nothing to test
     assert sign_test([1, 2, 3, 4, 5, 6], [0] * 6).p == pytest.approx(2 / 64)
+
+
+def test_permutation_test_weighs_sizes_and_gives_the_exact_p():
+    # 7 seeds 10 points ahead, 1 seed 1 point behind: only the all-same flip and its mirror
+    # reach the observed sum, with the flip of the small one: 4 of 256
+    a, b = [0.1] * 7 + [0.0], [0.0] * 7 + [0.01]
+    assert permutation_test(a, b) == pytest.approx(4 / 256)
+    assert sign_test(a, b).p == pytest.approx(2 * 9 / 256)  # the signs alone: weaker
+    assert permutation_test(b, a) == permutation_test(a, b)  # two-sided
+    assert permutation_test([1, 2, 3], [1, 2, 3]) == 1.0  # no difference at all
+    with pytest.raises(ValueError, match="at most 20 seeds, got 21"):
+        permutation_test([1.0] * 21, [0.0] * 21)
+    with pytest.raises(ValueError, match="got 3 and 2 values"):
+        permutation_test([1, 2, 3], [1, 2])
 
 
 def test_pairs_tested():

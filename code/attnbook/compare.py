@@ -12,6 +12,7 @@ comparing two unpaired means -- but never more than the seeds allow.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ __all__ = [
     "summarize",
     "paired_difference",
     "sign_test",
+    "permutation_test",
     "t_quantile",
     "pairs_tested",
 ]
@@ -150,6 +152,26 @@ def sign_test(a: Sequence[float], b: Sequence[float]) -> SignTest:
     n = a_higher + b_higher
     tail = sum(math.comb(n, k) for k in range(min(a_higher, b_higher) + 1)) / 2**n
     return SignTest(a_higher, b_higher, min(1.0, 2 * tail))
+
+
+def permutation_test(a: Sequence[float], b: Sequence[float]) -> float:
+    """The exact paired permutation test beside :func:`sign_test`: unlike it, it weighs the
+    differences' sizes. Each seed's difference ``a[i] - b[i]`` may have either sign when the two
+    are alike; the p-value is the share of the ``2^n`` sign flips whose sum is at least as far
+    from 0 as the observed one (two-sided). Meant for few seeds (``2^n`` sums).
+
+    Raises:
+        ValueError: if ``a`` and ``b`` differ in length, hold fewer than two values or more than 20.
+    """
+    a, b = _floats("a", a), _floats("b", b)
+    if len(a) != len(b):
+        raise ValueError(f"a and b must hold one value per seed, paired: got {len(a)} and {len(b)} values")
+    if len(a) > 20:
+        raise ValueError(f"permutation_test enumerates 2^n sign flips: at most 20 seeds, got {len(a)}")
+    d = [x - y for x, y in zip(a, b)]
+    observed = abs(sum(d))
+    sums = (abs(sum(s * v for s, v in zip(signs, d))) for signs in itertools.product((1, -1), repeat=len(d)))
+    return sum(total >= observed - 1e-12 for total in sums) / 2 ** len(d)
 
 
 def pairs_tested(k: int) -> int:
