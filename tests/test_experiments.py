@@ -363,3 +363,14 @@ def test_first_steps_measures_adams_first_step_and_every_residual_sum():
     assert warm.adam[1].move == pytest.approx(1e-2 / 50, rel=1e-2)  # the warm-up's first rate
     with pytest.raises(ValueError, match="at least 5"):
         transformer_training.first_steps(norm_first=False, schedule="constant", steps=4)
+
+
+def test_untrained_spread_is_first_steps_spread_before_step_1():
+    from attnbook.experiments import transformer_training
+
+    for norm_first in (False, True):
+        found = transformer_training.first_steps(norm_first, "constant", steps=5, layers=2, seed=1)
+        spread = transformer_training.untrained_spread(norm_first, seed=1, layers=2)
+        assert spread == found.spreads[0] and spread > 0
+    other = transformer_training.untrained_spread(False, seed=2, layers=2)
+    assert other != transformer_training.untrained_spread(False, seed=1, layers=2)  # the seed acts

@@ -582,6 +582,18 @@ FIRST_STEPS_ARMS = {
 }
 
 
+def untrained_spread(norm_first: bool, seed: int, layers: int = 6) -> float:
+    """The prediction's spread on the held-out strings before any step: the model that
+    :func:`first_steps` builds from ``seed`` (its ``spreads[0]``), without training it."""
+    task = reversal_data()
+    held_out = data.make_batch(task.test, task.src_vocab, task.tgt_vocab)
+    specials = ("<pad>", "<bos>", "<unk>")  # never the right answer, as in first_steps
+    symbols = [i for i, symbol in enumerate(task.tgt_vocab.id_to_symbol) if symbol not in specials]
+    torch.manual_seed(seed)
+    model = small_transformer(task, layers, norm_first)
+    return _probe(model, held_out, symbols)[0]
+
+
 def first_steps_run(arm: str, seed: int) -> dict:
     """6.2b's probe (:func:`first_steps`, a constant 1e-2) from ``seed``, summed up in numbers.
 
