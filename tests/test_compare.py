@@ -5,7 +5,16 @@ import statistics
 
 import pytest
 
-from attnbook.compare import paired_difference, pairs_tested, permutation_test, sign_test, summarize, t_quantile
+from attnbook.compare import (
+    paired_difference,
+    paired_t_p,
+    pairs_tested,
+    permutation_test,
+    sign_test,
+    summarize,
+    t_p_value,
+    t_quantile,
+)
 
 
 def test_t_quantiles_match_the_tables():
@@ -71,6 +80,27 @@ def test_permutation_test_weighs_sizes_and_gives_the_exact_p():
         permutation_test([1, 2, 3], [1, 2])
 
 
+def test_t_p_value_meets_the_95_point_and_the_known_tails():
+    for df in (1, 2, 5, 7, 29, 30, 45):
+        assert t_p_value(t_quantile(df), df) == pytest.approx(0.05, abs=2e-4)
+    assert t_p_value(0.0, 7) == pytest.approx(1.0)
+    assert t_p_value(-2.5, 7) == t_p_value(2.5, 7)  # two-sided
+    assert t_p_value(1.0, 1) == pytest.approx(0.5)  # Cauchy: P(|T| >= 1) = 1/2
+    assert t_p_value(3.0, 7) < t_p_value(2.0, 7) < t_p_value(1.0, 7)
+    assert 0 < t_p_value(50.0, 7) < 1e-9
+
+
+def test_paired_t_p_agrees_with_the_interval():
+    a, b = [0.9, 0.8, 0.85, 0.95, 0.7], [0.7, 0.75, 0.6, 0.8, 0.72]
+    p, d = paired_t_p(a, b), paired_difference(a, b)
+    assert (p < 0.05) == (d.verdict != "undecided")
+    loose = [0.9, 0.5, 0.85, 0.2, 0.7]
+    assert (paired_t_p(loose, b) < 0.05) == (paired_difference(loose, b).verdict != "undecided")
+    assert paired_t_p(a, a) == 1.0  # no difference at all
+    with pytest.raises(ValueError, match="got 3 and 2 values"):
+        paired_t_p([1, 2, 3], [1, 2])
+
+
 def test_pairs_tested():
     assert [pairs_tested(k) for k in (2, 3, 6)] == [1, 3, 15]
 
@@ -82,6 +112,8 @@ def test_pairs_tested():
         (lambda: paired_difference([1, 2, 3], [1, 2]), "got 3 and 2 values"),
         (lambda: paired_difference([1, float("nan")], [1, 2]), "a must be finite numbers"),
         (lambda: t_quantile(0), "df must be a positive int, got 0"),
+        (lambda: t_p_value(1.0, 0), "df must be a positive int"),
+        (lambda: t_p_value(float("inf"), 3), "t must be a finite"),
         (lambda: sign_test([1, 2, 3], [1, 2]), "got 3 and 2 values"),
     ],
 )
