@@ -71,4 +71,6 @@ def test_notebook_runs_with_other_kernels(path, monkeypatch):
         client.execute()  # a cell tagged raises-exception may raise; any other error stops here
     except CellExecutionError as error:
         pytest.fail(f"{path.name} fails with other CPU kernels ({UNPINNED}):\n{str(error)[-3000:]}")
-    assert notebook.cells[-1].outputs[0]["text"].split() == list(UNPINNED.values())
+    # the printed line can arrive in several stream messages on a busy machine: join them
+    printed = "".join(out.get("text", "") for out in notebook.cells[-1].outputs if out.output_type == "stream")
+    assert printed.split() == list(UNPINNED.values())
