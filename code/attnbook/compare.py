@@ -129,10 +129,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> Difference:
     Raises:
         ValueError: if ``a`` and ``b`` differ in length or hold fewer than two values.
     """
-    a, b = _floats("a", a), _floats("b", b)
-    if len(a) != len(b):
-        raise ValueError(f"a and b must hold one value per seed, paired: got {len(a)} and {len(b)} values")
-    differences = summarize([x - y for x, y in zip(a, b)])
+    differences = summarize(_paired("a", a, "b", b))
     verdict = "a" if differences.low > 0 else "b" if differences.high < 0 else "undecided"
     return Difference(differences.n, differences.mean, differences.low, differences.high, verdict)
 
@@ -192,16 +189,14 @@ def t_p_value(t: float, df: int) -> float:
 
 def paired_t_p(a: Sequence[float], b: Sequence[float]) -> float:
     """The two-sided p of the paired t-test behind :func:`paired_difference` (the same
-    differences, mean over standard error): below 0.05 exactly when its 95 % interval excludes 0.
+    differences, mean over standard error): below 0.05 when its 95 % interval excludes 0 (up to the
+    rounding of the t table behind that interval).
     1.0 when every difference is 0.
 
     Raises:
         ValueError: if ``a`` and ``b`` differ in length or hold fewer than two values.
     """
-    a, b = _floats("a", a), _floats("b", b)
-    if len(a) != len(b):
-        raise ValueError(f"a and b must hold one value per seed, paired: got {len(a)} and {len(b)} values")
-    d = summarize([x - y for x, y in zip(a, b)])
+    d = summarize(_paired("a", a, "b", b))
     if d.sd == 0:
         return 1.0 if d.mean == 0 else 0.0
     return t_p_value(d.mean / (d.sd / math.sqrt(d.n)), d.n - 1)
@@ -238,6 +233,14 @@ def _incomplete_beta(a: float, b: float, x: float) -> float:
 def pairs_tested(k: int) -> int:
     """How many pairs a table of ``k`` arms compares when every arm meets every other: k(k-1)/2."""
     return k * (k - 1) // 2
+
+
+def _paired(name_a: str, a: Sequence[float], name_b: str, b: Sequence[float]) -> list[float]:
+    """``a[i] - b[i]`` for each seed, after checking both hold finite values, paired."""
+    a, b = _floats(name_a, a), _floats(name_b, b)
+    if len(a) != len(b):
+        raise ValueError(f"a and b must hold one value per seed, paired: got {len(a)} and {len(b)} values")
+    return [x - y for x, y in zip(a, b)]
 
 
 def _floats(name: str, values: Sequence[float]) -> list[float]:
