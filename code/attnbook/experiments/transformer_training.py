@@ -30,6 +30,7 @@ from torch import nn
 
 from attnbook import data, tasks
 from attnbook.bahdanau import BahdanauSeq2Seq
+from attnbook.decoding import beam_search
 from attnbook.records import Experiment, register
 from attnbook.training import evaluate, fit, warmup_schedule
 from attnbook.transformer import Transformer
@@ -55,6 +56,7 @@ __all__ = [
     "DATES_ARMS",
     "dates_model",
     "dates_run",
+    "beam_run",
 ]
 
 
@@ -837,5 +839,69 @@ register(
         description="transformer_dates' Bahdanau model (the same seeds, batches, constant Adam rate and clipping) "
         "trained on for 8 passes instead of 3, to match transformer_dates_longer (the first 3 passes are the "
         "record's): validation exact match and loss after each pass.",
+    )
+)
+
+
+def _beam_counts(model: nn.Module, batch: data.Batch, targets: list, beam_size: int) -> dict:
+    """Decode ``batch`` with a beam; count the outputs that are wrong, and among them the search
+    errors: those whose right answer the model scores above the output found."""
+    decoded = beam_search(model, batch.src, max_len=12, beam_size=beam_size)
+    with torch.no_grad():
+        logits = model(batch.src, batch.tgt_in).logits  # (N, T, V)
+    log_probs = logits.log_softmax(dim=-1).gather(2, batch.tgt_out.unsqueeze(2)).squeeze(2)
+    right_answer = log_probs.masked_fill(~batch.tgt_mask, 0.0).sum(1)  # (N,)
+    wrong = [i for i, (p, t) in enumerate(zip(decoded.tokens, targets)) if p != t]
+    search = [i for i in wrong if right_answer[i] > decoded.scores[i]]
+    return dict(wrong=wrong, search=search, log_prob=decoded.scores.mean().item())
+
+
+def beam_run(arm: str, seed: int, passes: int = 2) -> dict:
+    """6.4's experiment: train :data:`DATES_ARMS`' Transformer from ``seed`` as :func:`dates_run`
+    does, and after each pass decode the 1 000 *test* dates (not the validation dates training
+    reports on) with a beam of 1 and a beam of 4. Per pass: exact match, the wrong outputs and
+    the search errors among them (see :func:`_beam_counts`) for each beam, the dates the beam of
+    4 fixes (greedy wrong, the beam right) and breaks, and the mean log-probability found."""
+    if arm != "Transformer":
+        raise ValueError(f"unknown arm {arm!r}; the only arm is 'Transformer'")
+    task = dates_data()
+    test = tasks.date_splits(n_train=10_000, n_valid=1_000, n_test=1_000, seed=0).test
+    batch = data.make_batch(test, task.src_vocab, task.tgt_vocab)
+    targets = [task.tgt_vocab.encode(e.target) for e in test]
+    torch.manual_seed(seed)
+    model = dates_model(arm)
+    _, batch_size, _, schedule, peak, warmup = DATES_ARMS[arm]
+    optimizer, scheduler = paper_adam(model, peak, schedule, warmup)
+    train = data.Batches(task.train, task.src_vocab, task.tgt_vocab, batch_size=batch_size, shuffle=True, seed=seed)
+    valid = data.Batches(task.test, task.src_vocab, task.tgt_vocab, batch_size=500)
+    recipe = dict(optimizer=optimizer, scheduler=scheduler, clip=None, progress=False)
+    out: dict[str, list] = {}
+    for _ in range(passes):
+        fit(model, train, valid, epochs=1, **recipe)
+        model.eval()
+        one, four = (_beam_counts(model, batch, targets, k) for k in (1, 4))
+        for k, counts in ((1, one), (4, four)):
+            out.setdefault(f"exact_beam{k}", []).append(1 - len(counts["wrong"]) / len(test))
+            out.setdefault(f"wrong_beam{k}", []).append(len(counts["wrong"]))
+            out.setdefault(f"search_beam{k}", []).append(len(counts["search"]))
+            out.setdefault(f"log_prob_beam{k}", []).append(counts["log_prob"])
+        out.setdefault("fixed", []).append(len(set(one["wrong"]) - set(four["wrong"])))
+        out.setdefault("broken", []).append(len(set(four["wrong"]) - set(one["wrong"])))
+    return out
+
+
+register(
+    Experiment(
+        name="transformer_beam",
+        run=beam_run,
+        arms=("Transformer",),
+        seeds=tuple(range(8)),
+        settings=dict(passes=2),
+        replay=dict(arm="Transformer", seed=0, passes=1),
+        chapter="chapters/06_transformer/04_decoding.ipynb",
+        description="transformer_dates' Transformer (the same seeds, batches and recipe) after each of 2 passes, "
+        "decoding the 1 000 test dates with a beam of 1 and a beam of 4 (no length penalty, at most 12 tokens): "
+        "exact match, wrong outputs, search errors among them (the right answer scored above the output found), "
+        "the dates the beam of 4 fixes and breaks, and the mean log-probability found.",
     )
 )
