@@ -24,6 +24,7 @@ from attnbook.decoding import greedy_decode
 from attnbook.luong import LuongDecoder, LuongOutput, LuongSeq2Seq, LuongState
 from attnbook.protocol import Step, evaluating
 from attnbook.records import Experiment, register
+from attnbook.rnn import Decoder, Encoder, Seq2Seq
 from attnbook.tasks import sequence_splits, translation_alignment, translation_task
 from attnbook.training import count_parameters, evaluate, fit
 
@@ -31,6 +32,7 @@ __all__ = [
     "TRANSLATION_ARMS",
     "CONTROL_ARMS",
     "WA_RATE_ARMS",
+    "NO_ATTENTION_ARMS",
     "PreviousQueryDecoder",
     "TranslationData",
     "translation_data",
@@ -67,6 +69,11 @@ CONTROL_ARMS = {
     "frozen": "Luong general, W_a fixed at I",
     "previous": "Luong concat, queried by h_{t-1}",
 }
+
+#: A baseline recorded apart (``luong_no_attention``): Chapter 1's decoder, which reads one context
+#: vector (the encoder's final state) at every step, on the same encoder and data, with the same
+#: decoder state size, seeds, batches and settings as the arms of ``luong_scores``.
+NO_ATTENTION_ARMS = {"no attention": "Chapter 1's decoder (no attention) on the Luong arms' encoder"}
 
 #: A control recorded apart (``luong_wa_rate``): ``general`` from the same seed, with Adam's
 #: learning rate for ``W_a`` alone scaled by a factor (every other weight at the usual rate).
@@ -148,6 +155,9 @@ def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
         decoder.load_state_dict(old.state_dict())  # concat's initial weights from the same seed
         model.decoder = decoder
         return model
+    if arm == "no attention":  # the Luong arms' encoder (32 units a direction), a 64-unit decoder
+        encoder = Encoder(src, 32, 32, bidirectional=True)
+        return Seq2Seq(encoder, Decoder(tgt, 32, 64, encoder.output_size))
     if arm == "bahdanau":
         return BahdanauSeq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, attention_dim=64, encoder_hidden_size=32)
     scores = dict(
@@ -199,7 +209,9 @@ def translation_run(
     measures: dict = {}
     for done in range(1, passes + 1):
         fit(model, train, optimizer=optimizer, epochs=1)
-        found = {**evaluate(model, valid), **alignment_measures(alignment_letters(model, data.splits.test))}
+        found = evaluate(model, valid)
+        if hasattr(model.decoder, "attention"):  # the no-attention baseline has no weights to read
+            found.update(alignment_measures(alignment_letters(model, data.splits.test)))
         if on_pass is not None:
             found.update(on_pass(model, done))
         for key, value in found.items():
@@ -310,6 +322,22 @@ register(
         "controls: general with W_a starting at or fixed at the identity, concat queried by h_{t-1}) with one "
         "encoder on the toy translation task; exact "
         "match, loss and where the models look, after every pass.",
+    )
+)
+
+
+register(
+    Experiment(
+        name="luong_no_attention",
+        run=lambda arm, seed, **settings: translation_run(arm, seed, **settings).measures,
+        arms=tuple(NO_ATTENTION_ARMS),
+        seeds=tuple(range(20)),
+        settings=dict(passes=12, lr=1e-2, batch_size=32),
+        replay=dict(arm="no attention", seed=0, passes=1),
+        chapter="chapters/03_luong.ipynb",
+        description="A baseline for Chapter 3: Chapter 1's decoder (one context vector, no attention) on the "
+        "encoder of luong_scores' Luong arms, with their seeds, batches and settings; exact match, loss and "
+        "teacher-forced accuracy after every pass.",
     )
 )
 
