@@ -327,6 +327,38 @@ def test_previous_query_decoder_scores_from_the_state_before_the_step():
     assert (from_current - out.weights).abs().max() > 1e-5  # the step-by-step check holds to 1e-6
 
 
+def test_uniform_arm_starts_as_dot_and_spreads_its_weights_over_the_sentence():
+    from attnbook import data as attnbook_data
+    from attnbook.experiments import translation_data, translation_model
+    from attnbook.experiments.translation import UniformWeightsDecoder
+
+    torch.manual_seed(5)
+    dot = translation_model("dot").state_dict()
+    torch.manual_seed(5)
+    model = translation_model("uniform").eval()
+    assert isinstance(model.decoder, UniformWeightsDecoder)
+    assert model.state_dict().keys() == dot.keys()
+    assert all(torch.equal(model.state_dict()[name], dot[name]) for name in dot)
+
+    data = translation_data()
+    examples = sorted(data.splits.valid[:8], key=lambda e: len(e.source))  # lengths differ
+    batch = attnbook_data.make_batch(examples, data.src_vocab, data.tgt_vocab)
+    lengths = batch.src_mask.sum(dim=1)  # (B,)
+    assert lengths.min() < lengths.max()  # some rows are padded
+    with torch.no_grad():
+        state = model.start(batch.src)
+        out = model.decoder(batch.tgt_in, state)  # (B, T, S)
+        expected = batch.src_mask / lengths.unsqueeze(1)  # 1/S on the sentence, 0 on padding
+        assert torch.allclose(out.weights, expected.unsqueeze(1).expand_as(out.weights))
+        context = (expected.unsqueeze(-1) * state.annotations).sum(dim=1)  # the mean annotation
+        hidden = out.states[:, 0]
+        by_hand = torch.tanh(model.decoder.W_c(torch.cat([context, hidden], dim=-1)))
+        assert torch.allclose(model.decoder.out(by_hand), out.logits[:, 0], atol=1e-6)
+        step = model.decoder.step(state, batch.tgt_in[:, 0])  # one step agrees with all at once
+        assert torch.allclose(step.logits, out.logits[:, 0], atol=1e-5)
+        assert torch.allclose(step.weights, expected)
+
+
 def test_wa_rate_arms_train_general_with_a_slower_W_a():
     from attnbook.experiments import translation
 

@@ -33,7 +33,9 @@ __all__ = [
     "CONTROL_ARMS",
     "WA_RATE_ARMS",
     "NO_ATTENTION_ARMS",
+    "UNIFORM_ARMS",
     "PreviousQueryDecoder",
+    "UniformWeightsDecoder",
     "TranslationData",
     "translation_data",
     "translation_model",
@@ -74,6 +76,11 @@ CONTROL_ARMS = {
 #: vector (the encoder's final state) at every step, on the same encoder and data, with the same
 #: decoder state size, seeds, batches and settings as the arms of ``luong_scores``.
 NO_ATTENTION_ARMS = {"no attention": "Chapter 1's decoder (no attention) on the Luong arms' encoder"}
+
+#: A control recorded apart (``luong_uniform``): dot's decoder with its weights replaced by equal
+#: weights on every source position, so it reads the mean annotation at every step. Its initial weights
+#: are dot's from the same seed (dot has no scoring weights), so against dot only the looking changes.
+UNIFORM_ARMS = {"uniform": "Luong dot's decoder, the weights fixed at 1/S on every source position"}
 
 #: A control recorded apart (``luong_wa_rate``): ``general`` from the same seed, with Adam's
 #: learning rate for ``W_a`` alone scaled by a factor (every other weight at the usual rate).
@@ -121,6 +128,26 @@ class PreviousQueryDecoder(LuongDecoder):
         return LuongOutput(self.out(attentional), weights, states)
 
 
+class UniformWeightsDecoder(LuongDecoder):
+    """A control for Chapter 3: Luong's decoder that does not choose where to look.
+
+    ``a_t = 1/S`` on each of the sentence's ``S`` positions (padding gets 0), so ``c_t`` is the mean
+    annotation, the same at every step; the rest as :class:`~attnbook.luong.LuongDecoder`. The
+    attention module is kept only so the weights load from a dot model; its scores are not used.
+    """
+
+    def attentional_state(self, hidden: Tensor, state: LuongState) -> tuple[Tensor, Tensor]:
+        """``h̃ = tanh(W_c [c; h])`` with ``c`` the mean annotation; ``hidden`` ``(B, H)`` or ``(B, T, H)``."""
+        mask = state.src_mask.to(hidden.dtype)  # (B, S): 1 on the sentence, 0 on padding
+        weights = mask / mask.sum(dim=1, keepdim=True)  # a: (B, S), each row sums to 1
+        context = torch.bmm(weights.unsqueeze(1), state.annotations).squeeze(1)  # c: (B, A)
+        if hidden.dim() == 3:  # all T steps at once: the same c and a at each
+            steps = hidden.size(1)
+            context = context.unsqueeze(1).expand(-1, steps, -1)  # (B, T, A)
+            weights = weights.unsqueeze(1).expand(-1, steps, -1)  # (B, T, S)
+        return torch.tanh(self.W_c(torch.cat([context, hidden], dim=-1))), weights
+
+
 class TranslationData(NamedTuple):
     """Chapter 3's data: 2 000 / 500 / 500 sentences of ``tasks.translation_task`` and their vocabularies."""
 
@@ -155,6 +182,13 @@ def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
         decoder.load_state_dict(old.state_dict())  # concat's initial weights from the same seed
         model.decoder = decoder
         return model
+    if arm == "uniform":
+        model = translation_model("dot")
+        old = model.decoder
+        decoder = UniformWeightsDecoder(len(translation_data().tgt_vocab), 32, 64, old.attention, old.pad_id)
+        decoder.load_state_dict(old.state_dict())  # dot's initial weights from the same seed
+        model.decoder = decoder
+        return model
     if arm == "no attention":  # the Luong arms' encoder (32 units a direction), a 64-unit decoder
         encoder = Encoder(src, 32, 32, bidirectional=True)
         return Seq2Seq(encoder, Decoder(tgt, 32, 64, encoder.output_size))
@@ -169,7 +203,8 @@ def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
         **{"dot + feeding": ("dot", True, None), "local-p, dot": ("dot", True, local_window)},
     )
     if arm not in scores:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join([*TRANSLATION_ARMS, *CONTROL_ARMS])}")
+        arms = [*TRANSLATION_ARMS, *CONTROL_ARMS, *NO_ATTENTION_ARMS, *UNIFORM_ARMS, *WA_RATE_ARMS, *FEEDING_ARMS]
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(dict.fromkeys(arms))}")
     score, input_feeding, window = scores[arm]
     return LuongSeq2Seq.build(
         src, tgt, embed_dim=32, hidden_size=64, score=score, input_feeding=input_feeding, local_window=window
@@ -338,6 +373,22 @@ register(
         description="A baseline for Chapter 3: Chapter 1's decoder (one context vector, no attention) on the "
         "encoder of luong_scores' Luong arms, with their seeds, batches and settings; exact match, loss and "
         "teacher-forced accuracy after every pass.",
+    )
+)
+
+
+register(
+    Experiment(
+        name="luong_uniform",
+        run=lambda arm, seed, **settings: translation_run(arm, seed, **settings).measures,
+        arms=tuple(UNIFORM_ARMS),
+        seeds=tuple(range(20)),
+        settings=dict(passes=12, lr=1e-2, batch_size=32),
+        replay=dict(arm="uniform", seed=0, passes=1),
+        chapter="chapters/03_luong.ipynb",
+        description="A control for Chapter 3's question whether looking at the right word is needed: dot's "
+        "decoder with equal weights on every source position (the mean annotation at every step), from dot's "
+        "initial weights, with luong_scores' seeds, batches and settings; the same measures after every pass.",
     )
 )
 
