@@ -77,10 +77,14 @@ CONTROL_ARMS = {
 #: decoder state size, seeds, batches and settings as the arms of ``luong_scores``.
 NO_ATTENTION_ARMS = {"no attention": "Chapter 1's decoder (no attention) on the Luong arms' encoder"}
 
-#: A control recorded apart (``luong_uniform``): dot's decoder with its weights replaced by equal
-#: weights on every source position, so it reads the mean annotation at every step. Its initial weights
-#: are dot's from the same seed (dot has no scoring weights), so against dot only the looking changes.
-UNIFORM_ARMS = {"uniform": "Luong dot's decoder, the weights fixed at 1/S on every source position"}
+#: A control recorded apart (``luong_uniform``): dot's decoder with its attention weights replaced by
+#: equal weights on every source position, so it reads the mean annotation at every step. Its initial
+#: parameters are dot's from the same seed (dot has no scoring weights), so against dot only the looking
+#: changes; dot is recorded again beside it, so the two are paired within one record (one CPU).
+UNIFORM_ARMS = {
+    "dot": "Luong dot (as in luong_scores)",
+    "uniform": "Luong dot's decoder, the attention weights fixed at 1/S on every source position",
+}
 
 #: A control recorded apart (``luong_wa_rate``): ``general`` from the same seed, with Adam's
 #: learning rate for ``W_a`` alone scaled by a factor (every other weight at the usual rate).
@@ -386,9 +390,10 @@ register(
         settings=dict(passes=12, lr=1e-2, batch_size=32),
         replay=dict(arm="uniform", seed=0, passes=1),
         chapter="chapters/03_luong.ipynb",
-        description="A control for Chapter 3's question whether looking at the right word is needed: dot's "
-        "decoder with equal weights on every source position (the mean annotation at every step), from dot's "
-        "initial weights, with luong_scores' seeds, batches and settings; the same measures after every pass.",
+        description="A control for Chapter 3's question whether choosing where to look matters: dot's decoder "
+        "with equal attention weights on every source position (the mean annotation at every step), from dot's "
+        "initial parameters, beside dot itself (recorded again here, so the two pair within one record), with "
+        "luong_scores' seeds, batches and settings; the same measures after every pass.",
     )
 )
 
