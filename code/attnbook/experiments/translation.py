@@ -179,20 +179,10 @@ def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
             nn.init.eye_(W_a)  # W_a = I: h_tᵀ W_a h̄_s = h_tᵀ h̄_s
         W_a.requires_grad_(arm == "identity")  # frozen: no gradient, so Adam never moves it
         return model
-    if arm == "previous":
-        model = translation_model("concat")
-        old = model.decoder
-        decoder = PreviousQueryDecoder(len(translation_data().tgt_vocab), 32, 64, old.attention, old.pad_id)
-        decoder.load_state_dict(old.state_dict())  # concat's initial weights from the same seed
-        model.decoder = decoder
-        return model
-    if arm == "uniform":
-        model = translation_model("dot")
-        old = model.decoder
-        decoder = UniformWeightsDecoder(len(translation_data().tgt_vocab), 32, 64, old.attention, old.pad_id)
-        decoder.load_state_dict(old.state_dict())  # dot's initial weights from the same seed
-        model.decoder = decoder
-        return model
+    if arm == "previous":  # concat's initial weights from the same seed
+        return _with_decoder(translation_model("concat"), PreviousQueryDecoder)
+    if arm == "uniform":  # dot's initial weights from the same seed
+        return _with_decoder(translation_model("dot"), UniformWeightsDecoder)
     if arm == "no attention":  # the Luong arms' encoder (32 units a direction), a 64-unit decoder
         encoder = Encoder(src, 32, 32, bidirectional=True)
         return Seq2Seq(encoder, Decoder(tgt, 32, 64, encoder.output_size))
@@ -213,6 +203,15 @@ def translation_model(arm: str, local_window: int = 5) -> torch.nn.Module:
     return LuongSeq2Seq.build(
         src, tgt, embed_dim=32, hidden_size=64, score=score, input_feeding=input_feeding, local_window=window
     )
+
+
+def _with_decoder(model: nn.Module, decoder_class: type[LuongDecoder]) -> nn.Module:
+    """``model`` with its Luong decoder replaced by a ``decoder_class`` holding the same weights."""
+    old = model.decoder
+    decoder = decoder_class(len(translation_data().tgt_vocab), 32, 64, old.attention, old.pad_id)
+    decoder.load_state_dict(old.state_dict())
+    model.decoder = decoder
+    return model
 
 
 class TranslationRun(NamedTuple):
