@@ -20,6 +20,7 @@ from attnbook.exercises import (
     check_local_p_window,
     check_luong_general_score,
     check_luong_step,
+    check_masked_loss,
     check_masked_softmax,
     check_teacher_forcing_inputs,
 )
@@ -32,6 +33,11 @@ PASS_LINES = {
     check_teacher_forcing_inputs: (
         "✓ teacher-forcing inputs: all 5 cases passed (rows of different lengths, a "
         "batch of one, other bos_id and pad_id, targets left unchanged).\n"
+    ),
+    check_masked_loss: (
+        "✓ masked loss: all 5 cases passed (rows of different lengths and one without padding, "
+        "a batch of one, pad_id other than 0, logits of ±1000, B, T and V all different, "
+        "the gradient reaching logits).\n"
     ),
     check_greedy_decode: (
         "✓ greedy decoding: all 5 cases passed (rows finishing at different steps, a "
@@ -202,6 +208,232 @@ TF_WRONG = [
 @pytest.mark.parametrize(("wrong", "fragments"), TF_WRONG)
 def test_teacher_forcing_names_the_mistake(wrong, fragments, capsys):
     checker_fails(check_teacher_forcing_inputs, wrong, capsys, *fragments)
+
+
+# ========================================================= chapter 1: masked loss
+
+
+def _token_nll(logits, targets):
+    """-log p(target) at every position: (B, T)."""
+    log_probs = F.log_softmax(logits, dim=-1)  # (B, T, V)
+    return -log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def ml_gather_mask(logits, targets, pad_id):
+    mask = targets != pad_id  # (B, T)
+    return (_token_nll(logits, targets) * mask).sum() / mask.sum()
+
+
+def ml_cross_entropy(logits, targets, pad_id):
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id)
+
+
+def ml_cross_entropy_transposed(logits, targets, pad_id):
+    return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=pad_id)
+
+
+def ml_nll_loss(logits, targets, pad_id):
+    log_probs = F.log_softmax(logits, dim=-1).flatten(0, 1)  # (B·T, V)
+    losses = F.nll_loss(log_probs, targets.flatten(), reduction="none")  # (B·T,)
+    mask = (targets != pad_id).flatten().float()
+    return (losses * mask).sum() / mask.sum()
+
+
+def ml_float64(logits, targets, pad_id):
+    return ml_gather_mask(logits.double(), targets, pad_id)
+
+
+def ml_masked_select(logits, targets, pad_id):
+    return _token_nll(logits, targets).masked_select(targets != pad_id).mean()
+
+
+def ml_boolean_index(logits, targets, pad_id):
+    mask = targets != pad_id
+    log_probs = logits[mask].log_softmax(dim=-1)  # (N, V): the real positions only
+    return -log_probs.gather(1, targets[mask].unsqueeze(1)).mean()
+
+
+def ml_where_logsumexp(logits, targets, pad_id):
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    nll = torch.logsumexp(logits, dim=-1) - picked  # (B, T)
+    mask = targets != pad_id
+    return torch.where(mask, nll, torch.zeros_like(nll)).sum() / mask.sum()
+
+
+def ml_one_hot(logits, targets, pad_id):
+    one_hot = F.one_hot(targets, logits.size(-1)).to(logits.dtype)  # (B, T, V)
+    nll = -(F.log_softmax(logits, dim=-1) * one_hot).sum(dim=-1)  # (B, T)
+    mask = targets.ne(pad_id).to(logits.dtype)
+    return nll.mul(mask).sum().div(mask.sum())
+
+
+@pytest.mark.parametrize(
+    "solution",
+    [
+        ml_gather_mask,
+        ml_cross_entropy,
+        ml_cross_entropy_transposed,
+        ml_nll_loss,
+        ml_float64,
+        ml_masked_select,
+        ml_boolean_index,
+        ml_where_logsumexp,
+        ml_one_hot,
+    ],
+)
+def test_masked_loss_accepts_right_solutions(solution, capsys):
+    _passes(check_masked_loss, solution, capsys)
+
+
+def ml_variant(mistake):
+    """ml_gather_mask with one mistake."""
+
+    def masked_loss(logits, targets, pad_id):
+        dims = {"softmax over T": 1, "softmax over B": 0}
+        dim = dims.get(mistake, -1)
+        if mistake == "probabilities":
+            values = -F.softmax(logits, dim=-1)
+        elif mistake == "probabilities, no minus":
+            values = F.softmax(logits, dim=-1)
+        elif mistake == "raw logits":
+            values = -logits
+        elif mistake == "softmax().log()":
+            values = -F.softmax(logits, dim=-1).log()
+        elif mistake == "exp by hand":
+            values = -(logits.exp() / logits.exp().sum(dim=-1, keepdim=True)).log()
+        else:
+            values = -F.log_softmax(logits, dim=dim)
+        if mistake == "no minus":
+            values = -values
+        nll = values.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        mask = targets != (0 if mistake == "pad 0" else pad_id)
+        if mistake == "inverted":
+            mask = ~mask
+        if mistake == "all positions":
+            return nll.mean()
+        if mistake == "zeroed, then mean":
+            return (nll * mask).mean()
+        if mistake == "sum":
+            return (nll * mask).sum()
+        if mistake == "row means":
+            return ((nll * mask).sum(dim=1) / mask.sum(dim=1)).mean()
+        if mistake == "per position":
+            return nll * mask
+        if mistake == "per row":
+            return (nll * mask).sum(dim=1) / mask.sum(dim=1)
+        if mistake == "keepdim":
+            return (nll * mask).sum(dim=(0, 1), keepdim=True) / mask.sum()
+        loss = (nll * mask).sum() / mask.sum()
+        if mistake == "item":
+            return loss.item()
+        if mistake == "numpy":
+            return loss.detach().numpy()
+        if mistake == "detach":
+            return loss.detach()
+        if mistake == "torch.tensor":
+            return torch.tensor(loss.item(), requires_grad=True)
+        return loss
+
+    return masked_loss
+
+
+def ml_no_grad(logits, targets, pad_id):
+    with torch.no_grad():
+        return ml_gather_mask(logits, targets, pad_id)
+
+
+def ml_numpy_inside(logits, targets, pad_id):
+    log_probs = logits.log_softmax(dim=-1).numpy()
+    return torch.tensor(float(log_probs.mean()))
+
+
+def ml_in_place(logits, targets, pad_id):
+    logits.masked_fill_((targets == pad_id).unsqueeze(-1), 0.0)
+    return ml_gather_mask(logits, targets, pad_id)
+
+
+def ml_unflattened_cross_entropy(logits, targets, pad_id):
+    return F.cross_entropy(logits, targets, ignore_index=pad_id)
+
+
+def ml_gather_without_unsqueeze(logits, targets, pad_id):
+    picked = F.log_softmax(logits, dim=-1).gather(-1, targets)
+    return -picked.mean()
+
+
+def ml_mean_of_mask(logits, targets, pad_id):
+    mask = targets != pad_id
+    return (_token_nll(logits, targets) * mask).mean() / mask.mean()
+
+
+ML_WRONG = [
+    (ml_variant("all positions"), ["mean over all B·T positions, padding included", "case 1 of 5"]),
+    (ml_variant("zeroed, then mean"), [".mean() still divides by all B·T positions", "mask.sum()"]),
+    (ml_variant("sum"), ["this is the sum over the real tokens; the loss is their mean"]),
+    (ml_variant("row means"), ["the mean of each row's mean", "each token counts the same"]),
+    (ml_variant("inverted"), ["the loss on the padding only: the mask is inverted"]),
+    (ml_variant("pad 0"), ["the argument pad_id (here 4), not a fixed 0", "case 3 of 5"]),
+    (ml_variant("no minus"), ["the loss is negative", "put the minus sign in"]),
+    (ml_variant("probabilities"), ["minus the probabilities", "log_softmax, not softmax"]),
+    (ml_variant("probabilities, no minus"), ["averaged the probabilities", "log_softmax, not softmax"]),
+    (ml_variant("raw logits"), ["you gathered the raw logits", "log_softmax over the vocabulary"]),
+    (
+        ml_variant("softmax().log()"),
+        ["the loss is NaN", "log(0) = -inf", "logits reach ±1000", "use F.log_softmax", "case 5 of 5"],
+    ),
+    (ml_variant("exp by hand"), ["the loss is NaN", "use F.log_softmax", "case 5 of 5"]),
+    (ml_variant("softmax over T"), ["log_softmax over dim=1 normalises over the time steps T", "dim=-1"]),
+    (ml_variant("softmax over B"), ["log_softmax over dim=0 normalises over the rows of the batch"]),
+    (ml_variant("per position"), ["shape (3, 5) but expected ()", "one loss per position"]),
+    (ml_variant("per row"), ["shape (3,) but expected ()", "one loss per row"]),
+    (ml_variant("keepdim"), ["shape (1, 1) but expected ()", "drop keepdim=True"]),
+    (ml_variant("item"), ["returned a Python number", "(the right value)", "no .item()", "loss.backward()"]),
+    (ml_variant("numpy"), ["returned a NumPy array", "return the torch scalar tensor", "loss.backward()"]),
+    (ml_variant("detach"), ["detached from logits (requires_grad is False)", "no .item(), .detach()"]),
+    (ml_no_grad, ["detached from logits (requires_grad is False)", "torch.no_grad()"]),
+    (ml_variant("torch.tensor"), ["detached from logits (it does not depend on logits)"]),
+    (ml_numpy_inside, ["numpy()", "logits requires grad, as a model's output does"]),
+    (ml_in_place, ["in-place", "do not change logits in place"]),
+    (ml_unflattened_cross_entropy, ["F.cross_entropy wants the vocabulary in dimension 1", "logits.flatten(0, 1)"]),
+    (ml_gather_without_unsqueeze, ["targets.unsqueeze(-1)"]),
+    (ml_mean_of_mask, ["a bool or integer tensor has no mean", "mask.sum()"]),
+    (lambda lg, t, p: ml_gather_mask(lg, t, p).long(), ["dtype torch.int64", "floating-point scalar"]),
+    (lambda lg, t, p: (ml_gather_mask(lg, t, p), t != p), ["return only the loss"]),
+    (_raises, ["raised ValueError: a bug in the learner's code"]),
+    (_returns_none, ["returned None — did you forget `return`?"]),
+    (_prints, ["use `return`, not `print`"]),
+    (lambda lg, t, p: "loss", ["returned a str ('loss'); expected a scalar tensor"]),
+]
+
+
+@pytest.mark.parametrize(("wrong", "fragments"), ML_WRONG)
+def test_masked_loss_names_the_mistake(wrong, fragments, capsys):
+    checker_fails(check_masked_loss, wrong, capsys, *fragments)
+
+
+def test_masked_loss_cases_hold_what_the_summary_says():
+    from attnbook.exercises.seq2seq import _masked_loss_cases
+
+    cases = _masked_loss_cases()
+    shapes = [tuple(case.info["logits"].shape) for case in cases]
+    assert all(len(set(shape)) == 3 for shape in shapes), shapes  # B, T, V all different
+    assert any(shape[0] == 1 for shape in shapes)  # a batch of one
+    for case in cases:
+        targets, pad_id = case.info["targets"], case.info["pad_id"]
+        real = targets != pad_id
+        assert (~real).any(), targets  # padding in every case (an inverted mask is not empty)
+        lengths = real.sum(dim=1)
+        assert bool((real == (torch.arange(targets.size(1)) < lengths[:, None])).all())  # pad only at the end
+        if pad_id != 0:
+            assert bool((targets[real] == 0).any()), targets  # a fixed 0 in the mask is wrong here
+    assert any(len(set(c.info["targets"].ne(c.info["pad_id"]).sum(1).tolist())) > 1 for c in cases)
+    assert any(bool(c.info["targets"].ne(c.info["pad_id"]).all(1).any()) for c in cases)  # a row without padding
+    large = [case for case in cases if case.info["large"]]
+    assert large and all(float(c.info["logits"].detach().abs().max()) > 900 for c in large)
+    for case in large:  # softmax().log() really overflows there
+        logits, targets, pad_id = case.args
+        naive = ml_variant("softmax().log()")(logits, targets, pad_id)
+        assert not math.isfinite(float(naive.detach()))
 
 
 # ===================================================== chapter 1: greedy decoding

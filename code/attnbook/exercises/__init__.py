@@ -13,7 +13,7 @@ One module per chapter; import every checker from here, e.g.
 ``from attnbook.exercises import check_masked_softmax``.
 
 - Chapter 1 (RNN encoder–decoder, :mod:`attnbook.exercises.seq2seq`):
-  :func:`check_teacher_forcing_inputs`, :func:`check_greedy_decode`.
+  :func:`check_teacher_forcing_inputs`, :func:`check_masked_loss`, :func:`check_greedy_decode`.
 - Chapter 2 (Bahdanau attention, :mod:`attnbook.exercises.bahdanau`):
   :func:`check_masked_softmax`, :func:`check_additive_attention`,
   :func:`check_bahdanau_step`.
@@ -39,7 +39,7 @@ from attnbook.exercises.luong import check_local_p_window, check_luong_general_s
 from attnbook.exercises.modern import check_apply_rope, check_expand_kv_heads, check_grouped_attention, check_rms_norm
 from attnbook.exercises.multi_head import check_merge_heads, check_split_heads
 from attnbook.exercises.self_attention import check_scaled_dot_product_attention, check_window_average
-from attnbook.exercises.seq2seq import check_greedy_decode, check_teacher_forcing_inputs
+from attnbook.exercises.seq2seq import check_greedy_decode, check_masked_loss, check_teacher_forcing_inputs
 from attnbook.exercises.transformer import (
     check_causal_mask,
     check_keep_best,
@@ -49,6 +49,7 @@ from attnbook.exercises.transformer import (
 
 __all__ = [
     "check_teacher_forcing_inputs",
+    "check_masked_loss",
     "check_greedy_decode",
     "check_masked_softmax",
     "check_additive_attention",

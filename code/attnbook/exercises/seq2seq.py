@@ -1,15 +1,18 @@
 """Chapter 1 (RNN encoder–decoder): the checkers of its code exercises.
 
 - :func:`check_teacher_forcing_inputs`: build the decoder inputs for teacher forcing.
+- :func:`check_masked_loss`: the cross-entropy over the non-padding target tokens.
 - :func:`check_greedy_decode`: greedy decoding with the ``start``/``step`` model protocol.
 
 Import them from :mod:`attnbook.exercises`; how a checker reports is described there.
 """
 
+import math
 import numbers
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from attnbook.exercises._checking import (
     Case,
@@ -20,7 +23,7 @@ from attnbook.exercises._checking import (
     kind_of,
 )
 
-__all__ = ["check_teacher_forcing_inputs", "check_greedy_decode"]
+__all__ = ["check_teacher_forcing_inputs", "check_masked_loss", "check_greedy_decode"]
 
 
 # ============================================================ chapter 1: teacher forcing
@@ -206,6 +209,303 @@ def check_teacher_forcing_inputs(fn) -> bool:
 
     The cases have rows of different lengths, a batch of one, and ids other than the
     usual bos_id=1, pad_id=0.
+
+    Returns True if every case passed.
+    """
+
+
+# ================================================================= chapter 1: masked loss
+
+
+def _masked_loss_cases() -> list[Case]:
+    generator = torch.Generator().manual_seed(3)
+    specs = [  # (row lengths, T, V, pad_id, logits scale)
+        ((5, 2, 4), 5, 7, 0, 2.0),
+        ((3,), 4, 6, 0, 2.0),
+        ((6, 3), 6, 9, 4, 2.0),
+        ((2, 5, 1, 3), 5, 8, 7, 2.0),
+        ((4, 2, 3), 4, 6, 0, 1000.0),
+    ]
+    return [_masked_loss_case(*spec, generator) for spec in specs]
+
+
+def _masked_loss_case(lengths, steps, vocab_size, pad_id, scale, generator) -> Case:
+    batch = len(lengths)
+    real = torch.tensor([t for t in range(vocab_size) if t != pad_id])
+    targets = torch.full((batch, steps), pad_id, dtype=torch.long)
+    for row, length in enumerate(lengths):
+        targets[row, :length] = real[torch.randint(len(real), (length,), generator=generator)]
+    if pad_id != 0:
+        targets[0, 0] = 0  # a real token 0: a mask built with a fixed 0 is wrong here
+    if scale > 100:  # logits of ±scale: far apart, so most probabilities underflow to 0
+        logits = (torch.rand(batch, steps, vocab_size, generator=generator) * 2 - 1) * scale
+        size = f"values between -{scale:.0f} and {scale:.0f}, "
+    else:
+        logits = torch.randn(batch, steps, vocab_size, generator=generator) * scale
+        size = ""
+    logits.requires_grad_(True)
+    expected = F.cross_entropy(
+        logits.detach().double().flatten(0, 1), targets.flatten(), ignore_index=pad_id
+    )  # a 0-d float64 tensor
+    rows = "row" if batch == 1 else "rows"
+    return Case(
+        description=(
+            f"logits is {describe(logits.detach())} ({size}requires_grad=True), targets = "
+            f"{targets.tolist()} ({describe(targets)}, {rows} of lengths "
+            f"{', '.join(map(str, lengths))}), pad_id={pad_id}"
+        ),
+        args=(logits, targets, pad_id),
+        arg_names=("logits", "targets", "pad_id"),
+        expected=expected,
+        info={
+            "logits": logits,
+            "targets": targets,
+            "pad_id": pad_id,
+            "B": batch,
+            "T": steps,
+            "V": vocab_size,
+            "large": scale > 100,
+        },
+    )
+
+
+def _masked_loss_mistakes(logits, targets, pad_id: int) -> list[tuple[float, str]]:
+    """(the value a mistake gives, its hint) for the plausible mistakes, in float64."""
+    logits = logits.detach().double()  # (B, T, V)
+    index = targets.unsqueeze(-1)  # (B, T, 1)
+    real = targets != pad_id  # (B, T)
+
+    def picked(values):  # (B, T, V) -> the target's entry at each position, (B, T)
+        return values.gather(-1, index).squeeze(-1)
+
+    nll = -picked(logits.log_softmax(dim=-1))  # (B, T)
+    probs = picked(logits.softmax(dim=-1))  # (B, T)
+    raw = picked(logits)  # (B, T)
+    per_row = (nll * real).sum(dim=1) / real.sum(dim=1)  # (B,)
+    log_probs = "take log_softmax over the vocabulary (dim=-1) first, then gather"
+    wrong_dim = (
+        "log_softmax over dim={dim} normalises over the {what}; the probabilities of the next "
+        "token are over the vocabulary, the last dimension: log_softmax(logits, dim=-1)"
+    )
+    mistakes = [
+        (
+            nll.mean(),
+            "this is the mean over all B·T positions, padding included; average only "
+            "over the positions where targets != pad_id",
+        ),
+        (
+            (nll * real).mean(),
+            "you zeroed the padding, but .mean() still divides by all B·T positions; "
+            "divide the sum by the number of real tokens, mask.sum()",
+        ),
+        (
+            nll[real].sum(),
+            "this is the sum over the real tokens; the loss is their mean: divide by "
+            "the number of real tokens, mask.sum()",
+        ),
+        (
+            nll.sum(),
+            "this is the sum over all positions, padding included; the loss is the mean over the real tokens only",
+        ),
+        (
+            per_row.mean(),
+            "this is the mean of each row's mean, which weighs a short row as much as a long "
+            "one; the loss is the mean over all real tokens of the batch together (each token counts "
+            "the same): sum them all, then divide by the number of real tokens",
+        ),
+        (
+            nll[~real].mean(),
+            "this is the loss on the padding only: the mask is inverted; the real tokens are where targets != pad_id",
+        ),
+        (nll[targets != 0].mean(), f"the mask must use the argument pad_id (here {pad_id}), not a fixed 0"),
+        (
+            -nll[real].mean(),
+            "the loss is negative: each token's term is minus the log-probability of its "
+            "target (log-probabilities are <= 0, so the loss is >= 0); put the minus sign in",
+        ),
+        (
+            probs[real].mean(),
+            "you averaged the probabilities of the targets; the loss averages minus "
+            "their log-probabilities: log_softmax, not softmax",
+        ),
+        (
+            -probs[real].mean(),
+            "you averaged minus the probabilities of the targets; the loss averages "
+            "minus their log-probabilities: log_softmax, not softmax",
+        ),
+        (-raw[real].mean(), "you gathered the raw logits; " + log_probs),
+        (raw[real].mean(), "you gathered the raw logits (and the loss has no minus sign); " + log_probs),
+        (-picked(logits.log_softmax(dim=1))[real].mean(), wrong_dim.format(dim=1, what="time steps T")),
+        (-picked(logits.log_softmax(dim=0))[real].mean(), wrong_dim.format(dim=0, what="rows of the batch")),
+    ]
+    return [(float(value), hint) for value, hint in mistakes]
+
+
+def _near(got: float, value: float, rtol: float = 1e-5, atol: float = 1e-6) -> bool:
+    return math.isfinite(value) and abs(got - value) <= atol + rtol * abs(value)
+
+
+def _compare_masked_loss(got, case: Case) -> str | None:
+    expected = float(case.expected)
+    info = case.info
+    problem = _masked_loss_form(got, expected, info)
+    if problem:
+        return problem
+    value = float(got.detach().double())
+    if not math.isfinite(value):
+        return _non_finite_loss(value, expected, info["large"])
+    if not _near(value, expected):
+        return _wrong_loss(value, expected, info)
+    return _gradient_problem(got, case)
+
+
+def _masked_loss_form(got, expected: float, info: dict) -> str | None:
+    """A message if ``got`` is not a 0-d floating-point tensor, else None."""
+    backprop = "return the torch scalar tensor itself, so that loss.backward() can train the model"
+    if isinstance(got, (numbers.Real, np.floating, np.integer)) and not isinstance(got, (bool, np.bool_)):
+        right = " (the right value)" if _near(float(got), expected) else f"; expected {expected:.6g}"
+        return f"returned a Python number, {float(got):.6g}{right}\nhint: {backprop} (no .item())"
+    if isinstance(got, np.ndarray):
+        return f"returned a NumPy array of shape {got.shape}\nhint: {backprop} (no .numpy())"
+    if isinstance(got, (tuple, list)):
+        return f"returned {kind_of(got)}; expected a scalar tensor — return only the loss"
+    if not isinstance(got, torch.Tensor):
+        return f"returned {kind_of(got)}; expected a scalar tensor (shape ()), the loss"
+    if not got.is_floating_point():
+        return f"the loss has dtype {got.dtype}; expected a floating-point scalar tensor, like logits"
+    batch, steps = info["B"], info["T"]
+    shape = tuple(got.shape)
+    if shape == ():
+        return None
+    problem = f"the loss has shape {shape} but expected (), one number"
+    if shape == (batch, steps):
+        hint = (
+            "this looks like one loss per position, the shape of targets (B, T); average it over "
+            "the real (non-padding) positions to one number"
+        )
+    elif shape == (batch,):
+        hint = (
+            "this looks like one loss per row (B,); the loss is one number, the mean over all real tokens of the batch"
+        )
+    elif got.numel() == 1:
+        hint = "return a 0-d tensor: drop keepdim=True, or .squeeze() the result"
+    else:
+        hint = "reduce the per-position losses to one number, their mean over the real tokens"
+    return f"{problem}\nhint: {hint}"
+
+
+def _non_finite_loss(value: float, expected: float, large: bool) -> str:
+    word = "NaN" if math.isnan(value) else str(value)
+    where = " (here the logits reach ±1000)" if large else ""
+    return (
+        f"the loss is {word} but expected {expected:.6g}\nhint: softmax(...).log() gives log(0) = -inf "
+        f"where a probability underflows to 0{where}, exp() of a large logit overflows to inf, "
+        "and inf times a 0 of the mask is NaN: use F.log_softmax (or torch.log_softmax), "
+        "which stays finite"
+    )
+
+
+def _wrong_loss(value: float, expected: float, info: dict) -> str:
+    problem = f"the loss is {value:.6g} but expected {expected:.6g}"
+    for wrong, hint in _masked_loss_mistakes(info["logits"], info["targets"], info["pad_id"]):
+        if _near(value, wrong, rtol=1e-4) and not _near(wrong, expected, rtol=1e-4):
+            return f"{problem}\nhint: {hint}"
+    if value < 0:
+        return (
+            f"{problem}\nhint: a loss below 0 is impossible: it is minus a log-probability, "
+            "averaged; check the minus sign and that you used log_softmax"
+        )
+    return (
+        f"{problem}\nhint: the loss is the mean of -log_softmax(logits, dim=-1) at each target "
+        "token, over the positions where targets != pad_id"
+    )
+
+
+def _gradient_problem(got: torch.Tensor, case: Case) -> str | None:
+    """A message if the right value cannot train the model: detached, or a wrong gradient."""
+    logits = case.info["logits"]
+    detached = (
+        "the value is right, but the loss is detached from logits ({why}), so loss.backward() "
+        "could not train the model\nhint: build the loss from logits with torch operations only: "
+        "no .item(), .detach(), .numpy(), torch.tensor(...) or torch.no_grad() on the way"
+    )
+    if not got.requires_grad:
+        return detached.format(why="requires_grad is False")
+    (gradient,) = torch.autograd.grad(got, logits, allow_unused=True)
+    if gradient is None:
+        return detached.format(why="it does not depend on logits")
+    reference = logits.detach().double().requires_grad_(True)
+    targets, pad_id = case.info["targets"], case.info["pad_id"]
+    loss = F.cross_entropy(reference.flatten(0, 1), targets.flatten(), ignore_index=pad_id)
+    (expected,) = torch.autograd.grad(loss, reference)
+    if not torch.allclose(gradient.double(), expected, rtol=1e-4, atol=1e-6):
+        return (
+            "the value is right, but its gradient with respect to logits is not, so training "
+            "would go the wrong way\nhint: compute the loss from logits itself, with torch "
+            "operations only"
+        )
+    return None
+
+
+def _masked_loss_error_hint(problem: str, case: Case) -> str:
+    """A hint for an error raised inside the learner's function ("" if no guess)."""
+    text = problem.lower()
+    if "numpy() on tensor that requires grad" in text:
+        return (
+            "logits requires grad, as a model's output does; stay with torch operations "
+            "(log_softmax, gather, a boolean mask) and return a torch scalar tensor"
+        )
+    if "leaf variable that requires grad" in text and "in-place" in text:
+        return "do not change logits in place; build new tensors (masked_fill, not masked_fill_)"
+    if "expected target size" in text:
+        return (
+            "F.cross_entropy wants the vocabulary in dimension 1; flatten first: "
+            "logits.flatten(0, 1) is (B·T, V) and targets.flatten() is (B·T,)"
+        )
+    if "index tensor must have the same number of dimensions" in text:
+        return (
+            "gather needs an index with as many dimensions as logits: targets.unsqueeze(-1) is "
+            "(B, T, 1); .squeeze(-1) the result back to (B, T)"
+        )
+    if "could not infer output dtype" in text:
+        return "a bool or integer tensor has no mean; count the real tokens with mask.sum()"
+    return ""
+
+
+@checker(
+    "masked loss",
+    _masked_loss_cases,
+    _compare_masked_loss,
+    error_hint=_masked_loss_error_hint,
+    shape_hint="logits (B, T, V) = ({B}, {T}, {V}), targets (B, T) = ({B}, {T})",
+    summary=(
+        "rows of different lengths and one without padding, a batch of one, pad_id other than 0, "
+        "logits of ±1000, B, T and V all different, the gradient reaching logits"
+    ),
+)
+def check_masked_loss(fn) -> bool:
+    """Check ``fn(logits, targets, pad_id) -> loss``, the cross-entropy without the padding.
+
+    The loss is the mean, over the real (non-padding) target tokens of the whole batch, of
+    minus the log-probability the model gives the target token::
+
+        log_probs = log_softmax(logits, dim=-1)          # (B, T, V)
+        loss = mean of -log_probs[b, t, targets[b, t]]   over every (b, t) with
+                                                          targets[b, t] != pad_id
+
+    Every real token counts the same, whichever row it is in; padded positions count not at
+    all. It is the value ``F.cross_entropy(logits.flatten(0, 1), targets.flatten(),
+    ignore_index=pad_id)`` gives, the course's training loss. Return it as a 0-d tensor
+    that is still connected to ``logits``, so that ``loss.backward()`` works.
+
+    Shapes:
+        logits: (B, T, V) float, requires_grad=True (like a model's output).
+        targets: (B, T) long; each row is target ids, then pad_id up to T.
+        loss: () float, a scalar tensor.
+
+    The cases have rows of different lengths (and one with no padding), a batch of one, a
+    pad_id other than 0 (with 0 a real token), and logits of ±1000, where computing
+    ``softmax(...).log()`` gives inf.
 
     Returns True if every case passed.
     """
