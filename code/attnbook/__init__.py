@@ -27,6 +27,7 @@ Modules, one concept each (dependencies flow downwards in this list):
 - ``attnbook.records``     recorded experiments: run over many seeds, stored as JSON, replayed by the tests
 - ``attnbook.experiments`` the experiments the chapters interpret, one module per chapter or task
 - ``attnbook.exercises``   checkers for the chapters' code exercises (one module per chapter)
+- ``attnbook.notebook``    ``run_chapter``: an evidence page runs its chapter's code first
 
 Input validation lives in one private module, ``attnbook._checks``.
 

@@ -17,7 +17,8 @@ import torch
 from torch import nn
 
 from attnbook.bahdanau import BahdanauSeq2Seq
-from attnbook.data import Example, Vocab
+from attnbook.data import Example, Vocab, make_batch
+from attnbook.decoding import greedy_decode
 from attnbook.experiments.bottleneck import one_way_model, room_model
 from attnbook.experiments.lengths import (
     REVERSAL_BENCHMARK,
@@ -37,6 +38,9 @@ __all__ = [
     "diagonal_weight",
     "reversal_run",
     "test_examples",
+    "WithoutTheMask",
+    "mask_demonstration",
+    "reversal_mask_run",
 ]
 
 #: The arms: a short name and what it is (embeddings of 32 in all).
@@ -186,5 +190,90 @@ register(
         description="The reversal record's two one-directional plain models (a state of 128 and of 256) at half "
         "the benchmark's learning rate (3.5e-3), where Chapter 1's short setting found twice the state ahead: "
         "the same strings, seeds and measures, 8 epochs.",
+    )
+)
+
+
+class WithoutTheMask(nn.Module):
+    """A trained Bahdanau model with its source mask removed at decoding: every position may be
+    attended to, the padding too (Chapter 2's demonstration, written out there)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model, self.pad_id = model, model.pad_id
+        self.train(model.training)
+
+    def start(self, src: torch.Tensor):
+        return self.model.start(src)._replace(src_mask=None)
+
+    def step(self, state, prev: torch.Tensor):
+        return self.model.step(state, prev)
+
+
+def mask_demonstration(model: nn.Module, test: list[Example], vocabs: tuple[Vocab, Vocab], strings: int = 200) -> dict:
+    """Chapter 2's demonstration: the first ``strings`` test strings of at most 8 letters, decoded
+    greedily with and without the source mask, once in a batch with the longest test string (padded
+    to its columns) and once in a batch of their own. Returns exact match on those strings
+    (``masked``, ``unmasked``, ``unmasked_own``), the mean weight a decoding step puts on padding
+    without the mask (``pad_weight``, ``pad_weight_own``), and how many answers differ between the
+    two batches (``changed``, ``changed_masked``)."""
+    src_vocab, tgt_vocab = vocabs
+    short = [example for example in test if len(example.source) <= 8][:strings]
+    if not short:
+        raise ValueError("mask_demonstration: test holds no string of at most 8 letters")
+    longest = max(test, key=lambda example: len(example.source))
+    batches = {  # the same short strings, padded to the longest test string or only to their own
+        "wide": make_batch(short + [longest], src_vocab, tgt_vocab),
+        "own": make_batch(short, src_vocab, tgt_vocab),
+    }
+    targets = [tgt_vocab.encode(example.target) for example in short]
+    found = {}
+    for name, decoder in (("masked", model), ("unmasked", WithoutTheMask(model))):
+        for width, batch in batches.items():
+            decoded = greedy_decode(decoder, batch.src, max_len=35, bos_id=tgt_vocab.bos_id, eos_id=tgt_vocab.eos_id)
+            tokens = decoded.tokens[: len(short)]
+            weights = decoded.weights[: len(short)]  # (n, T, S)
+            pads = ~batch.src_mask[: len(short)].unsqueeze(1)  # (n, 1, S)
+            on_pads = (weights * pads).sum(dim=-1)  # (n, T)
+            taken = weights.sum(dim=-1) > 0  # (n, T): the steps each row took
+            exact = sum(t == r for t, r in zip(tokens, targets)) / len(short)
+            found[name, width] = (tokens, float(exact), float(on_pads[taken].mean()))
+
+    def changed(name: str) -> float:
+        return float(sum(a != b for a, b in zip(found[name, "wide"][0], found[name, "own"][0])))
+
+    return {
+        "masked": found["masked", "wide"][1],
+        "unmasked": found["unmasked", "wide"][1],
+        "unmasked_own": found["unmasked", "own"][1],
+        "pad_weight": found["unmasked", "wide"][2],
+        "pad_weight_own": found["unmasked", "own"][2],
+        "changed": changed("unmasked"),
+        "changed_masked": changed("masked"),
+    }
+
+
+def reversal_mask_run(arm: str, seed: int, epochs: int = 4) -> dict:
+    """Train the attention model on the benchmark's strings for ``seed`` (the reversal record's
+    attention arm, four epochs), then :func:`mask_demonstration` on its test strings."""
+    if arm != "attention":
+        raise ValueError(f"unknown arm {arm!r}; the only arm is attention")
+    result = length_experiment(attention_model, **{**REVERSAL_BENCHMARK, "seed": seed, "epochs": epochs})
+    return mask_demonstration(result.model, result.test_examples, result.vocabs)
+
+
+register(
+    Experiment(
+        name="reversal_mask",
+        run=reversal_mask_run,
+        arms=("attention",),
+        seeds=tuple(range(8)),
+        settings=dict(epochs=4),
+        replay=dict(arm="attention", seed=0),  # the whole run: its measures are read after it
+        chapter="chapters/02_bahdanau.ipynb",
+        description="Chapter 2's mask demonstration over seeds: the attention model of the reversal benchmark "
+        "(four epochs) decodes its first 200 test strings of at most 8 letters with and without the source mask, "
+        "padded to the longest test string and in a batch of their own: exact match, weight on padding, "
+        "and answers that change between the two batches.",
     )
 )
