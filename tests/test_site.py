@@ -27,6 +27,9 @@ HTML = ROOT / "_build" / "html"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 #: Pages of prose only: no math or figures are expected on them.
 PROSE_ONLY_PAGES = {"bibliography.html"}
+#: Every lesson page must show figures; an evidence page (tables and statistics beside a
+#: lesson) must show every figure its notebook holds, and may hold none.
+EVIDENCE_SUFFIX = "_evidence.html"
 #: Pages with attention explorers, and how many each has.
 EXPLORER_PAGES = {
     "chapters/04_self_attention.html": 3,
@@ -50,14 +53,37 @@ def built_site():
 
 
 def toc_pages():
-    """Every page the table of contents lists, as paths relative to _build/html."""
+    """Every page the table of contents lists, at any depth, as paths relative to _build/html."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    pages = [toc["root"]]
     parts = toc.get("parts", [{"chapters": toc.get("chapters", [])}])
-    for chapter in (chapter for part in parts for chapter in part["chapters"]):
-        pages.append(chapter["file"])
-        pages.extend(section["file"] for section in chapter.get("sections", []))
+
+    def files(entries):
+        for entry in entries:
+            yield entry["file"]
+            yield from files(entry.get("sections", []))
+
+    pages = [toc["root"], *files(chapter for part in parts for chapter in part["chapters"])]
     return [str(Path(page).with_suffix("")) + ".html" for page in pages]
+
+
+def source_figure_count(page_path):
+    """How many figures the page's source holds: image outputs and markdown images."""
+    stem = ROOT / Path(page_path).with_suffix("")
+    notebook = stem.with_suffix(".ipynb")
+    if not notebook.is_file():
+        text = stem.with_suffix(".md").read_text()
+        return text.count("![") + text.count("```{figure}") + text.count("```{image}")
+    count = 0
+    for cell in json.loads(notebook.read_text())["cells"]:
+        if cell["cell_type"] == "markdown":
+            text = "".join(cell["source"])
+            count += text.count("![") + text.count("```{figure}") + text.count("```{image}")
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "code" and not {"remove-output", "remove-cell"} & set(tags):
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                count += "image/png" in data or "image/svg+xml" in data
+    return count
 
 
 def test_site_builds_without_warnings(built_site):
@@ -178,10 +204,12 @@ def is_local(url, origin):
 
 @pytest.mark.parametrize("page_path", toc_pages())
 def test_page_works_offline(browser, local_server, page_path):
-    needs_figures = page_path not in PROSE_ONLY_PAGES
+    needs_math = page_path not in PROSE_ONLY_PAGES
+    figures_in_source = source_figure_count(page_path) if needs_math else 0
+    needs_figures = needs_math and (figures_in_source > 0 or not page_path.endswith(EVIDENCE_SUFFIX))
     context, page, outside, failures, errors = visit(browser, f"{local_server}/{page_path}", local_server)
     try:
-        if needs_figures:
+        if needs_math:
             page.wait_for_selector("mjx-container", state="attached", timeout=20_000)
         typeset = page.locator("mjx-container").count()
         raw_tex = page.locator(".math:not(:has(mjx-container))").count()
@@ -191,10 +219,13 @@ def test_page_works_offline(browser, local_server, page_path):
         page.wait_for_load_state("networkidle")
     finally:
         context.close()
-    assert typeset > 0 or not needs_figures, f"{page_path}: MathJax typeset no math"
+    assert typeset > 0 or not needs_math, f"{page_path}: MathJax typeset no math"
     assert raw_tex == 0, f"{page_path}: {raw_tex} math blocks were left as raw TeX"
     broken = [src for src, loaded in images if not loaded]
     assert images or not needs_figures, f"{page_path}: the page has no figures"
+    assert len(images) >= figures_in_source, (
+        f"{page_path}: the page shows {len(images)} images; its source holds {figures_in_source}"
+    )
     assert broken == [], f"{page_path}: images that did not load: {broken}"
     assert outside == [], f"{page_path}: requests tried to leave the machine: {outside}"
     assert failures == [], f"{page_path}: local requests failed: {failures}"
