@@ -44,6 +44,8 @@ __all__ = [
     "weight_on_parts",
     "part_rows",
     "date_run",
+    "DATE_RATE_ARMS",
+    "date_rate_run",
 ]
 
 #: The arms: a short name and what it is. All have the same encoder (2 x 64) and embeddings of 32;
@@ -313,5 +315,37 @@ register(
         description="The dates record's three plain decoders (c at every step; c only as the first state, with a "
         "state of 64 or of 128) trained on for 8 epochs instead of 4, the same seeds and batches (its first 4 "
         "epochs are the dates record's): validation exact match and loss after every epoch.",
+    )
+)
+
+
+#: ``dates_rates``' arms: three of :data:`DATE_ARMS` at three more Adam learning rates (``dates``: 0.005).
+DATE_RATE_ARMS = tuple(
+    f"{arm}, lr {rate}" for rate in ("0.0025", "0.01", "0.02") for arm in ("cho", "start_only", "attention")
+)
+
+
+def date_rate_run(arm: str, seed: int, epochs: int = 4, batch_size: int = 128) -> dict:
+    """:func:`date_run` for the decoder and learning rate ``arm`` names (:data:`DATE_RATE_ARMS`):
+    its exact match and loss after every epoch."""
+    if arm not in DATE_RATE_ARMS:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(DATE_RATE_ARMS)}")
+    decoder, rate = arm.split(", lr ")
+    found = date_run(decoder, seed, epochs=epochs, lr=float(rate), batch_size=batch_size)
+    return {name: found[name] for name in ("exact_match", "valid_loss")}
+
+
+register(
+    Experiment(
+        name="dates_rates",
+        run=date_rate_run,
+        arms=DATE_RATE_ARMS,
+        seeds=tuple(range(8)),
+        settings=dict(epochs=4, batch_size=128),
+        replay=dict(arm="attention, lr 0.02", seed=0, epochs=1),
+        chapter="chapters/02_bahdanau.ipynb",
+        description="The dates record's Cho et al. decoder, start-only decoder (state 64) and attention model "
+        "(the same seeds, batches and data) at Adam learning rates 0.0025, 0.01 and 0.02 (dates: 0.005): "
+        "validation exact match and loss after every epoch.",
     )
 )
