@@ -406,3 +406,16 @@ def test_untrained_spread_is_first_steps_spread_before_step_1():
         assert spread == found.spreads[0] and spread > 0
     other = transformer_training.untrained_spread(False, seed=2, layers=2)
     assert other != transformer_training.untrained_spread(False, seed=1, layers=2)  # the seed acts
+
+
+def test_values_at_rate_reads_dates_at_its_own_rate_and_dates_rates_at_the_others():
+    from attnbook import records
+    from attnbook.experiments.dates import DATE_RATE_ARMS, DATE_RATES, values_at_rate
+
+    dates, rates = records.load("dates"), records.load("dates_rates")
+    assert float("0.005") == dates.settings["lr"] and rates.seeds == dates.seeds
+    assert values_at_rate("cho", "0.005", at=2) == dates.values("cho", "exact_match", 2)
+    assert values_at_rate("attention", "0.02", "valid_loss", 1) == rates.values("attention, lr 0.02", "valid_loss", 1)
+    assert {arm.split(", lr ")[1] for arm in DATE_RATE_ARMS} | {"0.005"} == set(DATE_RATES)
+    with pytest.raises(ValueError, match=r"rate must be one of 0\.0025, .*got 0\.005"):
+        values_at_rate("cho", 0.005)  # a float, not the string the arm names use

@@ -45,7 +45,9 @@ __all__ = [
     "part_rows",
     "date_run",
     "DATE_RATE_ARMS",
+    "DATE_RATES",
     "date_rate_run",
+    "values_at_rate",
 ]
 
 #: The arms: a short name and what it is. All have the same encoder (2 x 64) and embeddings of 32;
@@ -319,9 +321,13 @@ register(
 )
 
 
+#: Every learning rate the date decoders were recorded at, as written in arm names: ``dates``' own
+#: (0.005) and ``dates_rates``' three.
+DATE_RATES = ("0.0025", "0.005", "0.01", "0.02")
+
 #: ``dates_rates``' arms: three of :data:`DATE_ARMS` at three more Adam learning rates (``dates``: 0.005).
 DATE_RATE_ARMS = tuple(
-    f"{arm}, lr {rate}" for rate in ("0.0025", "0.01", "0.02") for arm in ("cho", "start_only", "attention")
+    f"{arm}, lr {rate}" for rate in DATE_RATES if rate != "0.005" for arm in ("cho", "start_only", "attention")
 )
 
 
@@ -349,3 +355,16 @@ register(
         "validation exact match and loss after every epoch.",
     )
 )
+
+
+def values_at_rate(arm: str, rate: str, measure: str = "exact_match", at: int | None = None) -> list[float]:
+    """One value per seed of ``measure`` for decoder ``arm`` (``cho``, ``start_only`` or ``attention``)
+    trained at learning rate ``rate`` (one of :data:`DATE_RATES`): from the record ``dates`` at its own
+    rate, 0.005, and from ``dates_rates`` at the others. The same seeds, batches and dates in both."""
+    if rate not in DATE_RATES:
+        raise ValueError(f"rate must be one of {', '.join(DATE_RATES)} (a string, as in the arm names), got {rate!r}")
+    from attnbook import records
+
+    if rate == "0.005":
+        return records.load("dates").values(arm, measure, at)
+    return records.load("dates_rates").values(f"{arm}, lr {rate}", measure, at)
