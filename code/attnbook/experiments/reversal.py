@@ -32,6 +32,8 @@ from attnbook.rnn import Seq2Seq
 
 __all__ = [
     "REVERSAL_ARMS",
+    "REVERSAL_RATE_ARMS",
+    "reversal_rate_run",
     "bidirectional_plain_model",
     "attention_model",
     "Diagonal",
@@ -190,6 +192,36 @@ register(
         description="The reversal record's two one-directional plain models (a state of 128 and of 256) at half "
         "the benchmark's learning rate (3.5e-3), where Chapter 1's short setting found twice the state ahead: "
         "the same strings, seeds and measures, 8 epochs.",
+    )
+)
+
+
+#: ``reversal_rates``' arms: Chapter 2's pair at half and twice the benchmark's learning rate (0.007).
+REVERSAL_RATE_ARMS = tuple(f"{arm}, lr {rate}" for rate in ("0.0035", "0.014") for arm in ("plain", "attention"))
+
+
+def reversal_rate_run(arm: str, seed: int, epochs: int = 4) -> dict:
+    """:func:`reversal_run` for the model and learning rate ``arm`` names (:data:`REVERSAL_RATE_ARMS`):
+    its exact match overall and by length, after every epoch."""
+    if arm not in REVERSAL_RATE_ARMS:
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(REVERSAL_RATE_ARMS)}")
+    model, rate = arm.split(", lr ")
+    found = reversal_run(model, seed, epochs=epochs, lr=float(rate))
+    return {name: value for name, value in found.items() if name == "exact_match" or name.startswith("length_")}
+
+
+register(
+    Experiment(
+        name="reversal_rates",
+        run=reversal_rate_run,
+        arms=REVERSAL_RATE_ARMS,
+        seeds=tuple(range(8)),
+        settings=dict(epochs=4),
+        replay=dict(arm="plain, lr 0.014", seed=0, epochs=1),
+        chapter="chapters/02_bahdanau.ipynb",
+        description="The reversal record's plain and attention models (Chapter 2's pair; the same strings, seeds "
+        "and batches) at half and twice the benchmark's learning rate, 0.0035 and 0.014: exact match overall "
+        "and by length after each of four epochs.",
     )
 )
 
