@@ -16,7 +16,16 @@ from attnbook import (
     experiments,  # noqa: F401  (registers the experiments)
     records,
 )
-from attnbook.records import EXPERIMENTS, Record, extend, load, record, record_path
+from attnbook.records import (
+    EXPERIMENTS,
+    Record,
+    check_arm,
+    extend,
+    load,
+    record,
+    record_path,
+    split_rate_arm,
+)
 
 NAMES = sorted(EXPERIMENTS)
 
@@ -210,3 +219,19 @@ def test_summaries_skip_profiles_and_summarise_curves():
     summary = _summaries(values, (0, 1, 2))["arm"]
     assert set(summary) == {"curve"}  # a list of lists per seed (a profile per pass) has no summary
     assert summary["curve"][0]["mean"] == 2.0 and len(summary["curve"]) == 2
+
+
+def test_an_arm_outside_its_experiment_is_named_with_the_arms():
+    check_arm("a", ("a", "b"))  # no error
+    with pytest.raises(ValueError, match="unknown arm 'c'; the arms are a, b$"):
+        check_arm("c", ("a", "b"))
+    with pytest.raises(ValueError, match="unknown arm 'c'; the only arm is 'a'$"):
+        check_arm("c", ("a",))
+
+
+def test_a_rate_arm_splits_into_its_model_and_its_rate():
+    arms = ("plain, lr 0.014", "one head, lr 3e-05")
+    assert split_rate_arm("plain, lr 0.014", arms) == ("plain", 0.014)
+    assert split_rate_arm("one head, lr 3e-05", arms) == ("one head", 3e-5)
+    with pytest.raises(ValueError, match="unknown arm 'plain, lr 0.01'; the arms are plain, lr 0.014, one"):
+        split_rate_arm("plain, lr 0.01", arms)

@@ -95,6 +95,22 @@ def register(experiment: Experiment) -> Experiment:
     return experiment
 
 
+def check_arm(arm: str, arms) -> None:
+    """Raise a ValueError naming ``arm`` and the allowed ``arms`` unless it is one of them."""
+    if arm not in arms:
+        if len(arms) == 1:
+            raise ValueError(f"unknown arm {arm!r}; the only arm is {next(iter(arms))!r}")
+        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(arms)}")
+
+
+def split_rate_arm(arm: str, arms) -> tuple[str, float]:
+    """The model and the learning rate that an arm named ``"<model>, lr <rate>"`` names, after
+    :func:`check_arm`: ``split_rate_arm("plain, lr 0.014", arms) == ("plain", 0.014)``."""
+    check_arm(arm, arms)
+    model, rate = arm.rsplit(", lr ", 1)
+    return model, float(rate)
+
+
 def record_path(name: str) -> Path:
     """Where the record ``name`` is stored: ``attnbook/records/<name>.json``."""
     return Path(str(resources.files("attnbook"))) / "records" / f"{name}.json"

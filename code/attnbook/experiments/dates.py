@@ -24,7 +24,7 @@ from attnbook.bahdanau import BahdanauSeq2Seq
 from attnbook.data import Batches, Example, Splits, Vocab, build_vocabs
 from attnbook.experiments.lengths import context_vectors
 from attnbook.protocol import Output, Step, teacher_forced_weights
-from attnbook.records import Experiment, register
+from attnbook.records import Experiment, register, split_rate_arm
 from attnbook.rnn import DecoderState, Encoder, EncoderDecoder, RNNDecoder, Seq2Seq
 from attnbook.tasks import DATE_FORMATS, DATE_PARTS, date_part_spans, date_splits, format_date
 from attnbook.training import History, fit
@@ -334,10 +334,8 @@ DATE_RATE_ARMS = tuple(
 def date_rate_run(arm: str, seed: int, epochs: int = 4, batch_size: int = 128) -> dict:
     """:func:`date_run` for the decoder and learning rate ``arm`` names (:data:`DATE_RATE_ARMS`):
     its exact match and loss after every epoch."""
-    if arm not in DATE_RATE_ARMS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(DATE_RATE_ARMS)}")
-    decoder, rate = arm.split(", lr ")
-    found = date_run(decoder, seed, epochs=epochs, lr=float(rate), batch_size=batch_size)
+    decoder, rate = split_rate_arm(arm, DATE_RATE_ARMS)
+    found = date_run(decoder, seed, epochs=epochs, lr=rate, batch_size=batch_size)
     return {name: found[name] for name in ("exact_match", "valid_loss")}
 
 

@@ -34,7 +34,7 @@ from attnbook.experiments.transformer_training import Task, paper_adam, small_tr
 from attnbook.language_models import DecoderOnly, EncoderOnly, mask_tokens
 from attnbook.metrics import exact_match, token_accuracy
 from attnbook.protocol import evaluating
-from attnbook.records import Experiment, register
+from attnbook.records import Experiment, check_arm, register
 from attnbook.training import evaluate, fit, train_on_tensors
 from attnbook.transformer import Transformer
 
@@ -294,8 +294,7 @@ def repairs_run(arm: str, seed: int, passes: int = 8, shown: int = 6) -> dict:
     ``char_accuracy`` (:func:`attnbook.metrics.token_accuracy`, the end counted as one more position), over
     all of them and over those the corruption changed (``changed_...``); and ``shown`` repairs of changed
     sentences, the first held-out ones, as text (``examples``: corrupted, repaired, original)."""
-    if arm != "encoder-decoder":
-        raise ValueError(f"unknown arm {arm!r}; the only arm is 'encoder-decoder'")
+    check_arm(arm, ("encoder-decoder",))
     _, measures = train_repairer(seed, passes, each_pass=lambda model: _read_repairs(model, shown))
     names = ("exact_match", "char_accuracy", "changed_exact_match", "changed_char_accuracy", "examples")
     curves = {name: [m[f"repairs_{name}"] for m in measures] for name in names}
@@ -394,8 +393,7 @@ def iso_hidden_run(arm: str, seed: int) -> dict:
     """The encoder-only model of ``seed`` (as in :func:`family_run`): its accuracy on the hidden
     left-half character as there (``left_half``) and with the ISO half also hidden
     (``left_half_iso_hidden``, :func:`context_accuracy` with ``hide_iso``)."""
-    if arm != "encoder-only":
-        raise ValueError(f"unknown arm {arm!r}; the only arm is 'encoder-only'")
+    check_arm(arm, ("encoder-only",))
     model = train_encoder_only(seed)
     return dict(
         left_half=context_accuracy(model)["left"],
@@ -412,8 +410,7 @@ def masked_budget_run(arm: str, seed: int) -> dict:
     """The encoder-only model of ``seed`` trained on ``arm``'s number of masked copies: its accuracy on
     one hidden character of the left and right halves (``left_half``, ``right_half``) and its fill-in
     accuracy (``fill_in``), as in ``families``."""
-    if arm not in MASKED_COPIES:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(MASKED_COPIES)}")
+    check_arm(arm, MASKED_COPIES)
     model = train_encoder_only(seed, copies=MASKED_COPIES[arm])
     sides = context_accuracy(model)
     return dict(left_half=sides["left"], right_half=sides["right"], fill_in=fill_in_accuracy(model))
@@ -438,8 +435,7 @@ def iso_swapped_run(arm: str, seed: int) -> dict:
     ``families`` (``left_half``), and with the next held-out sentence's ISO half in place of the
     sentence's own (``left_half_iso_swapped``): the right context still there, with one [MASK] as in
     training, but telling of another date."""
-    if arm != "encoder-only":
-        raise ValueError(f"unknown arm {arm!r}; the only arm is 'encoder-only'")
+    check_arm(arm, ("encoder-only",))
     model = train_encoder_only(seed)
     return dict(
         left_half=context_accuracy(model)["left"],
@@ -539,8 +535,7 @@ def masked_generation_run(arm: str, seed: int, count: int = 100) -> dict:
     24 masked copies, as in ``families_masked_budget``, retrained) writing ``count`` sentences left to right
     (:func:`masked_generation`; lengths drawn from the training sentences' with numpy seed 2, sampling
     generator seed 2, as the chapter does): the share with a real ISO date (``iso``) and valid (``valid``)."""
-    if arm not in GENERATION_COPIES:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(GENERATION_COPIES)}")
+    check_arm(arm, GENERATION_COPIES)
     model = train_encoder_only(seed, copies=GENERATION_COPIES[arm])
     sizes = np.random.default_rng(2).choice([len(t) for t in family_data().train_texts], count)
     texts = masked_generation(model, sizes.tolist(), torch.Generator().manual_seed(2))
@@ -685,8 +680,7 @@ register(
 def month_view_run(arm: str, seed: int, n_train: int = 1500, passes: int = 1) -> dict:
     """A fresh encoder's month accuracy after :func:`month_accuracy`'s fine-tuning, reading the part of
     each sentence that ``arm`` (a key of :data:`VIEWS`) names."""
-    if arm not in VIEWS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(VIEWS)}")
+    check_arm(arm, VIEWS)
     return dict(month_fresh=month_accuracy(None, seed, False, n_train, passes, view=arm))
 
 
@@ -714,8 +708,7 @@ PRETRAINED_VIEWS = ("ISO half first", "ISO half")
 def month_view_pretrained_run(arm: str, seed: int, n_train: int = 1500, passes: int = 1) -> dict:
     """:func:`month_view_run` started from ``seed``'s pretrained encoder (:func:`train_encoder_only`)
     instead of a fresh one: its month accuracy, reading the part of each sentence ``arm`` names."""
-    if arm not in PRETRAINED_VIEWS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(PRETRAINED_VIEWS)}")
+    check_arm(arm, PRETRAINED_VIEWS)
     pretrained = train_encoder_only(seed)
     return dict(month_pretrained=month_accuracy(pretrained, seed, False, n_train, passes, view=arm))
 
@@ -739,8 +732,7 @@ register(
 def finetune_budget_run(arm: str, seed: int, n_train: int = 4000, passes: int = 3) -> dict:
     """:func:`month_measures` of ``seed``'s encoder-only model on whole sentences at a larger
     fine-tuning budget: ``passes`` passes over the first ``n_train`` training sentences."""
-    if arm != "encoder-only":
-        raise ValueError(f"unknown arm {arm!r}; the only arm is 'encoder-only'")
+    check_arm(arm, ("encoder-only",))
     return month_measures(train_encoder_only(seed), seed, n_train, passes, halves=(False,))
 
 

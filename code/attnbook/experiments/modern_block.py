@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from attnbook.experiments.families import family_data, next_token_loss
 from attnbook.language_models import DecoderOnly
 from attnbook.modern import POSITION_SCHEMES, ModernDecoder
-from attnbook.records import Experiment, register
+from attnbook.records import Experiment, register, split_rate_arm
 
 __all__ = [
     "stream_windows",
@@ -170,10 +170,8 @@ MORE_RATE_ARMS = ("2017, lr 0.02", "2017, lr 0.03", "today, lr 0.005")
 def block_rate_run(arm: str, seed: int, passes: int = 8) -> dict:
     """:func:`block_run` for the block and learning rate that ``arm`` names (:data:`RATE_ARMS`,
     :data:`MORE_RATE_ARMS`)."""
-    if arm not in RATE_ARMS + MORE_RATE_ARMS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(RATE_ARMS + MORE_RATE_ARMS)}")
-    block, rate = arm.rsplit(", lr ", 1)
-    return block_run(block, seed, passes, lr=float(rate))
+    block, rate = split_rate_arm(arm, RATE_ARMS + MORE_RATE_ARMS)
+    return block_run(block, seed, passes, lr=rate)
 
 
 register(

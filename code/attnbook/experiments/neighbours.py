@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnbook.attention import MultiHeadAttention, merge_heads, split_heads
-from attnbook.records import Experiment, register
+from attnbook.records import Experiment, check_arm, register
 from attnbook.training import train_on_tensors
 
 __all__ = [
@@ -267,8 +267,7 @@ def frozen_run(arm: str, seed: int, lr: float = 5e-3, batch_size: int = 128) -> 
     (:func:`foreign_neighbour_error`), ``foreign_refit_error`` (:func:`refit_frozen_error` with
     ``foreign=True``), head 1's mean weights on the left and right neighbour (``left_1``,
     ``right_1``) and the largest gap between them at one inner position (``position_gap_1``)."""
-    if arm not in FROZEN_ARMS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(FROZEN_ARMS)}")
+    check_arm(arm, FROZEN_ARMS)
     model, error, sides = train_copier(*FROZEN_ARMS[arm], seed=seed, lr=lr, batch_size=batch_size)
     left, right = sides[0]  # head 1's mean weights on the two neighbours
     test = copy_vectors()[1]
@@ -293,8 +292,7 @@ def copy_run(arm: str, seed: int, lr: float = 5e-3, batch_size: int = 128) -> di
     (:func:`train_copier`); its held-out ``error`` and, per head ``i``, ``left_i`` and
     ``right_i`` (:func:`neighbour_weights`)."""
     arms = {**COPY_ARMS, **POSITIONAL_ARMS, **LONG_ARMS}
-    if arm not in arms:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(arms)}")
+    check_arm(arm, arms)
     heads, d_model, embedding, passes = arms[arm]
     _, error, sides = train_copier(heads, d_model, embedding, passes, seed, lr, batch_size)
     out = dict(error=error)

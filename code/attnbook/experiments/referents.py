@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from attnbook import tasks
 from attnbook.attention import MultiHeadAttention, SelfAttention, split_heads
 from attnbook.data import Example, Splits, Vocab
-from attnbook.records import Experiment, register
+from attnbook.records import Experiment, check_arm, register, split_rate_arm
 from attnbook.training import train_on_tensors
 
 __all__ = [
@@ -186,8 +186,7 @@ def sense_run(arm: str, seed: int, epochs: int = 30, d_model: int = 16) -> dict:
     the context and self weights separately over the sentences of each sense
     (``context_weight_animal``, ``self_weight_sport``, ...).
     """
-    if arm != "tagger":
-        raise ValueError(f"unknown arm {arm!r}; the arm is 'tagger'")
+    check_arm(arm, ("tagger",))
     vocab = sense_vocab()
     x_test, y_test = encode_senses(sense_splits().test, vocab)
     model = sense_model(seed, epochs, d_model)
@@ -380,8 +379,7 @@ def referent_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16, split
     :func:`it_weights` of the last layer on the held-out sentences; :func:`weight_explained` of
     the last layer over all 768 sentences.
     """
-    if arm not in REFERENT_ARMS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(REFERENT_ARMS)}")
+    check_arm(arm, REFERENT_ARMS)
     layers, times = REFERENT_ARMS[arm]
     data = _referent_data(referent_vocab(), split)
     model = referent_model(layers, seed, epochs * times, d_model, split)
@@ -486,8 +484,7 @@ def adjective_term(model: TinySelfAttention, data: ReferentData) -> dict:
 def adjective_term_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
     """The ``referents`` record's one-layer model from ``seed`` (the same training), with its
     ``train_accuracy`` and :func:`adjective_term`."""
-    if arm != "one layer":
-        raise ValueError(f"unknown arm {arm!r}; the only arm is 'one layer'")
+    check_arm(arm, ("one layer",))
     data = _referent_data(referent_vocab())
     model = referent_model(1, seed, epochs, d_model)
     with torch.no_grad():
@@ -680,8 +677,7 @@ def averaged_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> di
     the noun head's noun (``own``) and the others (``other``): ``own_without_noun``, ...,
     ``other_without_other`` (zeroed, as ``referent_heads``) and ``own_averaged_noun``, ...,
     ``other_averaged_other`` (averaged)."""
-    if arm != "two heads":
-        raise ValueError(f"unknown arm {arm!r}; the only arm is 'two heads'")
+    check_arm(arm, ("two heads",))
     data = _referent_data(referent_vocab())
     model = heads_model(2, seed, epochs, d_model)
     (ids, referents), is_animal = data.test, data.test_is_animal
@@ -739,10 +735,8 @@ RATE_ARMS = ("one head, lr 0.003", "two heads, lr 0.003", "one head, lr 0.03", "
 
 def heads_rate_run(arm: str, seed: int, epochs: int = 60, d_model: int = 16) -> dict:
     """:func:`heads_run` for one head or two at the learning rate ``arm`` names (:data:`RATE_ARMS`)."""
-    if arm not in RATE_ARMS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(RATE_ARMS)}")
-    heads, rate = arm.split(", lr ")
-    return heads_run(heads, seed, epochs, d_model, lr=float(rate))
+    heads, rate = split_rate_arm(arm, RATE_ARMS)
+    return heads_run(heads, seed, epochs, d_model, lr=rate)
 
 
 register(

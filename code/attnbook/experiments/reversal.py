@@ -27,7 +27,7 @@ from attnbook.experiments.lengths import (
     symbol_accuracy_by_position,
 )
 from attnbook.protocol import teacher_forced_weights
-from attnbook.records import Experiment, register
+from attnbook.records import Experiment, check_arm, register, split_rate_arm
 from attnbook.rnn import Seq2Seq
 
 __all__ = [
@@ -203,10 +203,8 @@ REVERSAL_RATE_ARMS = tuple(f"{arm}, lr {rate}" for rate in ("0.0035", "0.014") f
 def reversal_rate_run(arm: str, seed: int, epochs: int = 4) -> dict:
     """:func:`reversal_run` for the model and learning rate ``arm`` names (:data:`REVERSAL_RATE_ARMS`):
     its exact match overall and by length, after every epoch."""
-    if arm not in REVERSAL_RATE_ARMS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(REVERSAL_RATE_ARMS)}")
-    model, rate = arm.split(", lr ")
-    found = reversal_run(model, seed, epochs=epochs, lr=float(rate))
+    model, rate = split_rate_arm(arm, REVERSAL_RATE_ARMS)
+    found = reversal_run(model, seed, epochs=epochs, lr=rate)
     return {name: value for name, value in found.items() if name == "exact_match" or name.startswith("length_")}
 
 
@@ -288,8 +286,7 @@ def mask_demonstration(model: nn.Module, test: list[Example], vocabs: tuple[Voca
 def reversal_mask_run(arm: str, seed: int, epochs: int = 4) -> dict:
     """Train the attention model on the benchmark's strings for ``seed`` (the reversal record's
     attention arm, four epochs), then :func:`mask_demonstration` on its test strings."""
-    if arm != "attention":
-        raise ValueError(f"unknown arm {arm!r}; the only arm is attention")
+    check_arm(arm, ("attention",))
     result = length_experiment(attention_model, **{**REVERSAL_BENCHMARK, "seed": seed, "epochs": epochs})
     return mask_demonstration(result.model, result.test_examples, result.vocabs)
 

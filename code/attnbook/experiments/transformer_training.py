@@ -31,7 +31,7 @@ from torch import nn
 from attnbook import data, tasks
 from attnbook.bahdanau import BahdanauSeq2Seq
 from attnbook.decoding import beam_search
-from attnbook.records import Experiment, register
+from attnbook.records import Experiment, check_arm, register
 from attnbook.training import evaluate, fit, warmup_schedule
 from attnbook.transformer import Transformer
 
@@ -183,8 +183,7 @@ def warmup_training(arm: str, seed: int, passes: int = 4, warmup: int = 50, laye
     Adam, no clipping, evaluated on the 500 held-out strings after every pass. Returns (model,
     :class:`~attnbook.training.History`; its ``step_losses`` hold every step's training loss)."""
     arms = {**WARMUP_ARMS, **DECAY_ONLY_ARMS, **FIRST_STEP_ARMS, **HELD_STEP_ARMS}
-    if arm not in arms:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(arms)}")
+    check_arm(arm, arms)
     norm_first, peak, schedule = arms[arm]
     task = reversal_data()
     torch.manual_seed(seed)
@@ -616,8 +615,7 @@ def first_steps_run(arm: str, seed: int) -> dict:
     (``frozen_grad_20``), and how far that frozen gradient ranged over the batches of steps 6-20
     (``frozen_grad_range``, its largest over its smallest).
     """
-    if arm not in FIRST_STEPS_ARMS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(FIRST_STEPS_ARMS)}")
+    check_arm(arm, FIRST_STEPS_ARMS)
     norm_first, forget = FIRST_STEPS_ARMS[arm]
     run = first_steps(norm_first, "constant", 100, seed=seed, forget_momentum_after=forget)
     parts = torch.tensor(run.sums)  # (4, 30, 3): before, after steps 1, 5, 20; f's shared, x's varying, x's shared
@@ -779,8 +777,7 @@ def dates_run(arm: str, seed: int, passes: int = 3) -> dict:
     Adam at 5e-3 and clipping at 1 (Chapter 2), the Transformers with the paper's Adam, their
     schedule and no clipping. Returns ``exact_match`` and ``valid_loss`` on the 1 000
     validation dates after every pass."""
-    if arm not in DATES_ARMS:
-        raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(DATES_ARMS)}")
+    check_arm(arm, DATES_ARMS)
     task = dates_data()
     torch.manual_seed(seed)
     model = dates_model(arm)
@@ -862,8 +859,7 @@ def beam_run(arm: str, seed: int, passes: int = 2) -> dict:
     reports on) with a beam of 1 and a beam of 4. Per pass: exact match, the wrong outputs and
     the search errors among them (see :func:`_beam_counts`) for each beam, the dates the beam of
     4 fixes (greedy wrong, the beam right) and breaks, and the mean log-probability found."""
-    if arm != "Transformer":
-        raise ValueError(f"unknown arm {arm!r}; the only arm is 'Transformer'")
+    check_arm(arm, ("Transformer",))
     task = dates_data()
     test = tasks.date_splits(n_train=10_000, n_valid=1_000, n_test=1_000, seed=0).test
     batch = data.make_batch(test, task.src_vocab, task.tgt_vocab)
