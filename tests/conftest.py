@@ -18,8 +18,9 @@ import torch.nn.functional as F  # noqa: E402
 
 from attnbook import data, tasks  # noqa: E402
 from attnbook.bahdanau import BahdanauSeq2Seq  # noqa: E402
+from attnbook.experiments.dates import PartlyChoDecoder, StartOnlyDecoder  # noqa: E402
 from attnbook.luong import LuongSeq2Seq  # noqa: E402
-from attnbook.rnn import Seq2Seq  # noqa: E402
+from attnbook.rnn import Encoder, EncoderDecoder, Seq2Seq  # noqa: E402
 from attnbook.transformer import Transformer  # noqa: E402
 
 torch.set_num_threads(1)
@@ -38,6 +39,18 @@ SRC_VOCAB, TGT_VOCAB = 12, 11
 MODELS = {
     "rnn": lambda s, t, e=8, h=12: Seq2Seq.build(s, t, embed_dim=e, hidden_size=h),
     "bahdanau": lambda s, t, e=8, h=12: BahdanauSeq2Seq.build(s, t, embed_dim=e, hidden_size=h, attention_dim=10),
+    # Chapter 1's two halves of Cho et al.'s decoder (the record dates_decoder_parts) and the start-only one
+    **{
+        f"rnn-c-in-{where}": (
+            lambda s, t, e=8, h=12, where=where: EncoderDecoder(
+                Encoder(s, e, h, bidirectional=True), PartlyChoDecoder(t, e, h, 2 * h, where)
+            )
+        )
+        for where in ("steps", "output")
+    },
+    "rnn-start-only": lambda s, t, e=8, h=12: EncoderDecoder(
+        Encoder(s, e, h, bidirectional=True), StartOnlyDecoder(t, e, h, 2 * h)
+    ),
     **{
         f"luong-{score}-{'feed' if feed else 'nofeed'}-{'local' if local else 'global'}": (
             lambda s, t, e=8, h=12, score=score, feed=feed, local=local: LuongSeq2Seq.build(

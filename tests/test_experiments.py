@@ -419,3 +419,10 @@ def test_values_at_rate_reads_dates_at_its_own_rate_and_dates_rates_at_the_other
     assert {arm.split(", lr ")[1] for arm in DATE_RATE_ARMS} | {"0.005"} == set(DATE_RATES)
     with pytest.raises(ValueError, match=r"rate must be one of 0\.0025, .*got 0\.005"):
         values_at_rate("cho", 0.005)  # a float, not the string the arm names use
+
+
+def test_a_partly_cho_decoder_names_where_it_reads_c():
+    from attnbook.experiments.dates import PartlyChoDecoder
+
+    with pytest.raises(ValueError, match="where must be 'steps' or 'output', got 'start'"):
+        PartlyChoDecoder(10, 4, 6, 12, "start")

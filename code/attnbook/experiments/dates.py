@@ -35,6 +35,9 @@ __all__ = [
     "date_data",
     "date_model",
     "StartOnlyDecoder",
+    "DECODER_PART_ARMS",
+    "PartlyChoDecoder",
+    "date_curve_run",
     "linear_probe",
     "year_probe",
     "format_probe",
@@ -57,6 +60,13 @@ DATE_ARMS = {
     "start_only": "c only as the first state",
     "start_only_wide": "c only as the first state, a state as large as c (128)",
     "attention": "Bahdanau attention",
+}
+
+#: ``dates_decoder_parts``' arms: Cho et al.'s decoder differs from the start-only one in two places;
+#: each of these has one of them (state 64, as ``cho``).
+DECODER_PART_ARMS = {
+    "c_in_steps": "c enters every step, as in Cho et al.; the output layer reads the state alone",
+    "c_in_output": "c only as the first state; the output layer reads [s_t; c; E y_(t-1)], as in Cho et al.",
 }
 
 
@@ -106,8 +116,53 @@ class StartOnlyDecoder(RNNDecoder):
         return Output(self.out(states), None)  # (B, T, V)
 
 
+class PartlyChoDecoder(RNNDecoder):
+    """A start-only decoder with one of the two places where Cho et al.'s reads ``c``::
+
+        where="steps":   s_t = GRU([E y_{t-1}; c], s_{t-1}),   logits_t = W_o s_t + b_o
+        where="output":  s_t = GRU(E y_{t-1}, s_{t-1}),         logits_t = W_o [s_t; c; E y_{t-1}] + b_o
+
+    Both start from ``s_0 = tanh(W_init c + b_init)``. Shapes: as :class:`StartOnlyDecoder`.
+    """
+
+    State = DecoderState
+
+    def __init__(
+        self, vocab_size: int, embed_dim: int, hidden_size: int, encoder_size: int, where: str, pad_id: int = 0
+    ) -> None:
+        super().__init__(vocab_size, embed_dim, hidden_size, encoder_size, pad_id)
+        if where not in ("steps", "output"):
+            raise ValueError(f"PartlyChoDecoder: where must be 'steps' or 'output', got {where!r}")
+        self.where = where
+        self.init = nn.Linear(encoder_size, hidden_size)  # W_init
+        in_steps, in_output = (encoder_size, 0) if where == "steps" else (0, encoder_size + embed_dim)
+        self.gru = nn.GRU(embed_dim + in_steps, hidden_size, batch_first=True)
+        self.out = nn.Linear(hidden_size + in_output, vocab_size)  # W_o
+
+    def start(self, annotations: Tensor, final: Tensor, src_mask: Tensor) -> DecoderState:
+        checks.shapes("PartlyChoDecoder", dict(C=self.encoder_size), final=(final, "B C"))
+        return DecoderState(context=final, hidden=torch.tanh(self.init(final)))
+
+    def _run(self, embedded: Tensor, context: Tensor, hidden: Tensor) -> tuple[Tensor, Tensor]:
+        """``embedded (B, T, E)``, ``context (B, T, C)``, ``hidden (1, B, H)`` -> logits (B, T, V), hidden."""
+        inputs = torch.cat([embedded, context], dim=-1) if self.where == "steps" else embedded
+        states, hidden = self.gru(inputs, hidden)  # (B, T, H)
+        read = states if self.where == "steps" else torch.cat([states, context, embedded], dim=-1)
+        return self.out(read), hidden
+
+    def step(self, state: DecoderState, prev: Tensor) -> Step:
+        embedded = self.embedding(prev).unsqueeze(1)  # (B, 1, E)
+        logits, hidden = self._run(embedded, state.context.unsqueeze(1), state.hidden.unsqueeze(0))
+        return Step(logits.squeeze(1), state._replace(hidden=hidden.squeeze(0)), None)  # (B, V)
+
+    def forward(self, tgt_in: Tensor, state: DecoderState) -> Output:
+        context = state.context.unsqueeze(1).expand(-1, tgt_in.size(1), -1)  # (B, T, C)
+        logits, _ = self._run(self.embedding(tgt_in), context, state.hidden.unsqueeze(0))
+        return Output(logits, None)  # (B, T, V)
+
+
 def date_model(arm: str) -> nn.Module:
-    """A fresh model of one of :data:`DATE_ARMS` for :func:`date_data`'s vocabularies."""
+    """A fresh model of one of :data:`DATE_ARMS` or :data:`DECODER_PART_ARMS` for :func:`date_data`'s vocabularies."""
     data = date_data()
     src, tgt = len(data.src_vocab), len(data.tgt_vocab)
     if arm == "cho":
@@ -118,7 +173,11 @@ def date_model(arm: str) -> nn.Module:
         return EncoderDecoder(encoder, StartOnlyDecoder(tgt, 32, hidden_size, encoder.output_size))
     if arm == "attention":
         return BahdanauSeq2Seq.build(src, tgt, embed_dim=32, hidden_size=64, attention_dim=64)
-    raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join(DATE_ARMS)}")
+    if arm in DECODER_PART_ARMS:
+        encoder = Encoder(src, 32, 64, bidirectional=True)
+        where = arm.removeprefix("c_in_")
+        return EncoderDecoder(encoder, PartlyChoDecoder(tgt, 32, 64, encoder.output_size, where))
+    raise ValueError(f"unknown arm {arm!r}; the arms are {', '.join([*DATE_ARMS, *DECODER_PART_ARMS])}")
 
 
 def linear_probe(train_features: Tensor, train_targets: Tensor, test_features: Tensor) -> Tensor:
@@ -303,12 +362,16 @@ register(
 )
 
 
+def date_curve_run(arm: str, seed: int, **settings) -> dict:
+    """:func:`date_run`'s curves alone (exact match and loss after every epoch), without the probes'
+    single values."""
+    return {name: value for name, value in date_run(arm, seed, **settings).items() if isinstance(value, list)}
+
+
 register(
     Experiment(
         name="dates_longer",
-        run=lambda arm, seed, **settings: {
-            name: value for name, value in date_run(arm, seed, **settings).items() if isinstance(value, list)
-        },
+        run=date_curve_run,
         arms=("cho", "start_only", "start_only_wide"),
         seeds=tuple(range(8)),
         settings=dict(epochs=8, lr=5e-3, batch_size=128),
@@ -317,6 +380,23 @@ register(
         description="The dates record's three plain decoders (c at every step; c only as the first state, with a "
         "state of 64 or of 128) trained on for 8 epochs instead of 4, the same seeds and batches (its first 4 "
         "epochs are the dates record's): validation exact match and loss after every epoch.",
+    )
+)
+
+
+register(
+    Experiment(
+        name="dates_decoder_parts",
+        run=date_curve_run,
+        arms=tuple(DECODER_PART_ARMS),
+        seeds=tuple(range(8)),
+        settings=dict(epochs=4, lr=5e-3, batch_size=128),
+        replay=dict(arm="c_in_steps", seed=0, epochs=1),
+        chapter="chapters/01_seq2seq.ipynb",
+        description="Where Cho et al.'s decoder needs c: a start-only decoder (state 64) that reads c at every "
+        "step but not in its output layer, and one that reads c (and the previous symbol) in its output layer "
+        "but not in its steps; the dates record's data, seeds, batches and rate: validation exact match and loss "
+        "after every epoch.",
     )
 )
 
