@@ -135,3 +135,19 @@ register(
         "10 letters or more, after four epochs (sixteen for the passes arm).",
     )
 )
+
+
+register(
+    Experiment(
+        name="copy_order",
+        run=lambda arm, seed, **settings: bottleneck_measures(bottleneck_run(arm, seed, **settings)),
+        arms=("written", "reversed"),
+        seeds=tuple(range(8)),
+        settings={**SMALL_REVERSAL, "task": "copy"},
+        replay=dict(arm="reversed", seed=0),
+        chapter="chapters/01_seq2seq.ipynb",
+        description="Chapter 1's exercise on the copy task: the bottleneck record's model on copying 3 to 12 "
+        "letters (target = source), with the source as written and reversed, the same setting and measures; "
+        "the runs the exercise's cell makes with seeds 0 to 7.",
+    )
+)
