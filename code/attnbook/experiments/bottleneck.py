@@ -10,7 +10,9 @@ rate, the benchmark's (set for Chapter 1's first model, not chosen on held-out s
 either size; ``written_slow``, ``room_slow``: both at half the rate)?
 :func:`bottleneck_run` trains one arm from one seed with
 :func:`~attnbook.experiments.length_experiment`; registered as the record ``bottleneck``
-(``./course experiments bottleneck``), which Chapter 1 reads. The chapter runs seed 0 of
+(``./course experiments bottleneck``), which Chapter 1 reads, beside two more: room and
+updates together (``bottleneck_room_passes``) and both sizes at two more rates
+(``bottleneck_rates``). The chapter runs seed 0 of
 ``written`` live and shows it equals the record's.
 
 A seed draws the strings and the initial weights. Every arm of one seed is tested on the same
@@ -21,13 +23,15 @@ their own stream, none of them a test string; ``length_experiment(extra_train=..
 from __future__ import annotations
 
 from attnbook.experiments.lengths import LengthResult, length_experiment, symbol_accuracy_by_position
-from attnbook.records import Experiment, check_arm, register
+from attnbook.records import Experiment, check_arm, register, split_rate_arm
 from attnbook.rnn import Seq2Seq
 
 __all__ = [
     "SMALL_REVERSAL",
     "BOTTLENECK_ARMS",
     "ROOM_PASSES_ARMS",
+    "MORE_RATES",
+    "RATE_ARMS",
     "one_way_model",
     "bottleneck_run",
     "bottleneck_measures",
@@ -61,6 +65,11 @@ ROOM_PASSES_ARMS = {
 #: The learning rate of the two ``_slow`` arms: half of :data:`SMALL_REVERSAL`'s.
 SLOW_LR = 3.5e-3
 
+#: Two more learning rates for both sizes (the record ``bottleneck_rates``): a quarter of and
+#: twice :data:`SMALL_REVERSAL`'s, so that each size can be read at the best of four rates.
+MORE_RATES = (1.75e-3, 1.4e-2)
+RATE_ARMS = tuple(f"{model}, lr {rate}" for model in ("written", "room") for rate in MORE_RATES)
+
 #: Output positions measured (teacher-forced, on the test strings of at least so many letters).
 POSITIONS = 10
 
@@ -76,12 +85,15 @@ def room_model(src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
 
 
 def bottleneck_run(arm: str, seed: int, **settings) -> LengthResult:
-    """Train one of :data:`BOTTLENECK_ARMS` from ``seed``; ``settings`` override :data:`SMALL_REVERSAL`.
+    """Train one arm of :data:`BOTTLENECK_ARMS`, :data:`ROOM_PASSES_ARMS` or :data:`RATE_ARMS`
+    from ``seed``; ``settings`` override :data:`SMALL_REVERSAL`.
 
     ``bottleneck_run("written", 0)`` is ``length_experiment(one_way_model, **SMALL_REVERSAL, seed=0)``.
     """
-    check_arm(arm, {**BOTTLENECK_ARMS, **ROOM_PASSES_ARMS})
+    check_arm(arm, (*BOTTLENECK_ARMS, *ROOM_PASSES_ARMS, *RATE_ARMS))
     settings = {**SMALL_REVERSAL, **settings}
+    if arm in RATE_ARMS:  # "<model>, lr <rate>"
+        arm, settings["lr"] = split_rate_arm(arm, RATE_ARMS)
     if arm.endswith("_passes"):  # four times the passes over the same strings
         settings["epochs"] *= 4
         arm = arm.removesuffix("_passes")
@@ -164,6 +176,23 @@ register(
         "batches): twice the state with four times the passes over the same strings at the benchmark's rate, "
         "and both sizes with four times the passes at half the rate; the bottleneck record's measures after "
         "sixteen epochs.",
+    )
+)
+
+
+register(
+    Experiment(
+        name="bottleneck_rates",
+        run=lambda arm, seed, **settings: bottleneck_measures(bottleneck_run(arm, seed, **settings)),
+        arms=RATE_ARMS,
+        seeds=tuple(range(8)),
+        settings=dict(SMALL_REVERSAL),
+        replay=dict(arm=RATE_ARMS[0], seed=0),
+        chapter="chapters/01_seq2seq.ipynb",
+        description="The bottleneck record's model as written and with twice the state at a quarter of and "
+        "twice its learning rate (1.75e-3, 1.4e-2), beside the bottleneck record's 7e-3 and 3.5e-3 (the same "
+        "seeds, strings and batches): each size at the best of four rates; the bottleneck record's measures "
+        "after four epochs.",
     )
 )
 
