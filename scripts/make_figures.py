@@ -424,7 +424,7 @@ def draw_bahdanau_luong(path: Path) -> None:
     _cell(ax, 0.4, 0.0, "$h_t = \\mathrm{GRU}(E y_{t-1},\\, h_{t-1})$", state, width=3.0)
     ax.add_patch(
         FancyBboxPatch(
-            (-0.5, -1.6),
+            (0.45, -1.6),
             1.8,
             0.75,
             boxstyle="round,pad=0.02,rounding_size=0.08",
@@ -434,15 +434,20 @@ def draw_bahdanau_luong(path: Path) -> None:
             linewidth=1.2,
         )
     )
-    ax.text(0.4, -1.225, "previous step:\n$\\tilde h_{t-1}$", ha="center", va="center", fontsize=10)
+    ax.text(1.35, -1.225, "previous step:\n$\\tilde h_{t-1}$", ha="center", va="center", fontsize=10)
+    # what the GRU always reads: the previous letter's embedding and the previous state
+    _cell(ax, -0.3, -1.225, "$E y_{t-1}$", state, width=1.0)
+    _arrow(ax, (-0.3, -0.925), (-0.3, -0.3))
+    _cell(ax, -1.75, -1.225, "$h_{t-1}$", state, width=0.9)
+    _arrow(ax, (-1.55, -0.925), (-0.95, -0.3))
     ax.annotate(
         "",
-        xy=(0.4, -0.3),
-        xytext=(0.4, -0.8),
+        xy=(1.1, -0.3),
+        xytext=(1.1, -0.8),
         arrowprops=dict(arrowstyle="-|>", color=feeding, linestyle="--", linewidth=1.2),
     )
     ax.text(
-        1.5,
+        2.4,
         -1.2,
         "input feeding (optional):\nthen the GRU reads\n$[E y_{t-1}; \\tilde h_{t-1}]$",
         ha="left",
