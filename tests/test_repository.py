@@ -1,6 +1,7 @@
 """The repository stands alone: the paths its README and CONTRIBUTING name exist, and no file
 points outside the repository."""
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -76,3 +77,18 @@ def test_licences_are_in_place():
     licence = (ROOT / "LICENSE").read_text()
     assert "LICENSES/MIT.txt" in licence and "LICENSES/CC-BY-4.0.txt" in licence
     assert "CC BY 4.0" in (ROOT / "_config.yml").read_text()  # the book's footer
+
+
+def test_readme_lists_every_record():
+    """The README's table of records has a row for every stored record, with its seed count."""
+    text = (ROOT / "README.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \|.*\| (\d+) \| [\d.]+ \|$", text, flags=re.M)}
+    missing, wrong = [], []
+    for path in sorted((ROOT / "code" / "attnbook" / "records").glob("*.json")):
+        seeds = len(json.loads(path.read_text())["seeds"])
+        if path.stem not in rows:
+            missing.append(path.stem)
+        elif int(rows[path.stem]) != seeds:
+            wrong.append(f"{path.stem}: README {rows[path.stem]}, record {seeds}")
+    assert not missing, "records without a README row: " + ", ".join(missing)
+    assert not wrong, "seed counts: " + "; ".join(wrong)
