@@ -235,3 +235,16 @@ def test_a_rate_arm_splits_into_its_model_and_its_rate():
     assert split_rate_arm("one head, lr 3e-05", arms) == ("one head", 3e-5)
     with pytest.raises(ValueError, match="unknown arm 'plain, lr 0.01'; the arms are plain, lr 0.014, one"):
         split_rate_arm("plain, lr 0.01", arms)
+
+
+def test_dates_decoder_parts_pairs_exactly_with_dates():
+    """Chapter 1 pairs ``dates_decoder_parts`` with ``dates`` seed by seed, two records made on
+    different machines. On the CPU that made ``dates_decoder_parts``, ``dates``' Cho decoder comes
+    back to the last digit, so the pairs are as tight as within one record."""
+    parts = load("dates_decoder_parts")
+    if parts.data["provenance"].get("numerics") != records.numerics():
+        pytest.skip("only on the CPU that made dates_decoder_parts")
+    experiment = EXPERIMENTS["dates"]
+    attnbook.setup(0)
+    replayed = experiment.run("cho", 0, **experiment.settings)
+    assert replayed == load("dates").data["values"]["cho"]["0"]
